@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 199, 1620927395)
+FINGERPRINT = ('0.1.0', 18, 518725642, 201, 411656978)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -65,116 +65,120 @@ K25 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K26 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K27 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K28 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K29 = [('headtail'), ('ptrr'), ]
-K30 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K31 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K32 = [('kimi'), ('qwen3_5'), ]
-K33 = [('debugmodel_mm'), ('30B_mm'), ]
-K34 = [('torchtitan@main@b5bcd76c6'), ]
-K35 = [('flex'), ('flex_flash'), ('varlen'), ]
-K36 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K37 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
-K38 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K39 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K29 = [('torchtitan@main@b5bcd76c6'), ]
+K30 = [('ChunkedLossWrapper.Config'), ('ChunkedLossWrapperWithParamGrads.Config'), ]
+K31 = [('torchtitan@0.3.0'), ]
+K32 = [('ChunkedLossWrapper.Config'), ('ChunkedLossWrapperWithParamGrads.Config'), ]
+K33 = [('headtail'), ('ptrr'), ]
+K34 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K35 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K36 = [('kimi'), ('qwen3_5'), ]
+K37 = [('debugmodel_mm'), ('30B_mm'), ]
+K38 = [('torchtitan@main@b5bcd76c6'), ]
+K39 = [('flex'), ('flex_flash'), ('varlen'), ]
 K40 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K41 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K42 = [('kimi'), ('qwen3_5'), ]
-K43 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K44 = [('Adam'), ('AdamW'), ]
-K45 = [('torchtitan@0.2.x'), ]
-K46 = [('Adam'), ('AdamW'), ('DistMuon'), ]
-K47 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K48 = []
-K49 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K50 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K41 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
+K42 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K43 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K44 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K45 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K46 = [('kimi'), ('qwen3_5'), ]
+K47 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K48 = [('Adam'), ('AdamW'), ]
+K49 = [('torchtitan@0.2.x'), ]
+K50 = [('Adam'), ('AdamW'), ('DistMuon'), ]
 K51 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K52 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K53 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
+K52 = []
+K53 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K54 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K55 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K56 = [('torchtitan@0.2.x'), ]
-K57 = [('torchtitan@0.2.x'), ]
-K58 = [('torchtitan@0.2.x'), ]
-K59 = [('torchtitan@0.2.x'), ]
-K60 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
-K61 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
+K56 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K57 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
+K58 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K59 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K60 = [('torchtitan@0.2.x'), ]
+K61 = [('torchtitan@0.2.x'), ]
 K62 = [('torchtitan@0.2.x'), ]
-K63 = [('torchtitan@main@b5bcd76c6'), ]
-K64 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K65 = [('torchtitan@0.2.x'), ]
+K63 = [('torchtitan@0.2.x'), ]
+K64 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
+K65 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
 K66 = [('torchtitan@0.2.x'), ]
-K67 = [('torchtitan@0.2.x'), ]
-K68 = [('torchtitan@0.2.x'), ]
+K67 = [('torchtitan@main@b5bcd76c6'), ]
+K68 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K69 = [('torchtitan@0.2.x'), ]
 K70 = [('torchtitan@0.2.x'), ]
 K71 = [('torchtitan@0.2.x'), ]
-K72 = [('llama4'), ('deepseek_v3'), ]
-K73 = [('rowwise'), ('rowwise_with_gw_hp'), ]
+K72 = [('torchtitan@0.2.x'), ]
+K73 = [('torchtitan@0.2.x'), ]
 K74 = [('torchtitan@0.2.x'), ]
 K75 = [('torchtitan@0.2.x'), ]
-K76 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
-K77 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K78 = [('flex'), ('flex_flash'), ]
-K79 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K80 = [('torchtitan@main@b5bcd76c6'), ]
-K81 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K82 = [('torchtitan@0.3.0'), ]
-K83 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K84 = [('headtail'), ('ptrr'), ]
-K85 = [('torchtitan@0.2.x'), ]
-K86 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K87 = [('kimi'), ('muse_glimmer'), ]
-K88 = [('torchtitan@main@b5bcd76c6'), ]
-K89 = [('torchtitan@0.3.0'), ]
-K90 = [('torchtitan@0.2.x'), ]
-K91 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K92 = [('inductor'), ('aot_eager'), ]
-K93 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K94 = [('flex'), ('flex_flash'), ]
+K76 = [('llama4'), ('deepseek_v3'), ]
+K77 = [('rowwise'), ('rowwise_with_gw_hp'), ]
+K78 = [('torchtitan@0.2.x'), ]
+K79 = [('torchtitan@0.2.x'), ]
+K80 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
+K81 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K82 = [('flex'), ('flex_flash'), ]
+K83 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K84 = [('torchtitan@main@b5bcd76c6'), ]
+K85 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K86 = [('torchtitan@0.3.0'), ]
+K87 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K88 = [('headtail'), ('ptrr'), ]
+K89 = [('torchtitan@0.2.x'), ]
+K90 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K91 = [('kimi'), ('muse_glimmer'), ]
+K92 = [('torchtitan@main@b5bcd76c6'), ]
+K93 = [('torchtitan@0.3.0'), ]
+K94 = [('torchtitan@0.2.x'), ]
 K95 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K96 = [('torchtitan@0.3.0'), ]
-K97 = [('torchtitan@0.2.x'), ]
-K98 = [('torchtitan@0.2.x'), ]
-K99 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
-K100 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
-K101 = [('torchtitan@0.3.0'), ]
-K102 = [('int'), ('float'), ]
-K103 = [('int'), ('float'), ]
-K104 = [('on_first_exhausted'), ('all_exhausted'), ]
-K105 = []
-K106 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
-K107 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K108 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
-K109 = [('torchtitan@main@b5bcd76c6'), ]
-K110 = []
-K111 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K112 = []
-K113 = []
+K96 = [('inductor'), ('aot_eager'), ]
+K97 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K98 = [('flex'), ('flex_flash'), ]
+K99 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K100 = [('torchtitan@0.3.0'), ]
+K101 = [('torchtitan@0.2.x'), ]
+K102 = [('torchtitan@0.2.x'), ]
+K103 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
+K104 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
+K105 = [('torchtitan@0.3.0'), ]
+K106 = [('int'), ('float'), ]
+K107 = [('int'), ('float'), ]
+K108 = [('on_first_exhausted'), ('all_exhausted'), ]
+K109 = []
+K110 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
+K111 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K112 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
+K113 = [('torchtitan@main@b5bcd76c6'), ]
 K114 = []
-K115 = []
+K115 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K116 = []
-K117 = [('int'), ('float'), ]
-K118 = [('inf'), ('-inf'), ('nan'), ]
-K119 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
+K117 = []
+K118 = []
+K119 = []
 K120 = []
-K121 = [('split'), ('name'), ('revision'), ('streaming'), ]
-K122 = [('block'), ('raster'), ]
-K123 = [('torchtitan@0.3.0'), ]
-K124 = [('block'), ('raster'), ]
-K125 = [('block'), ('raster'), ]
-K126 = [('torchtitan@main@b5bcd76c6'), ]
-K127 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K128 = [('int'), ('float'), ('null'), ]
-K129 = [('deepep'), ('minimal_async_ep'), ]
-K130 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K121 = [('int'), ('float'), ]
+K122 = [('inf'), ('-inf'), ('nan'), ]
+K123 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
+K124 = []
+K125 = [('split'), ('name'), ('revision'), ('streaming'), ]
+K126 = [('block'), ('raster'), ]
+K127 = [('torchtitan@0.3.0'), ]
+K128 = [('block'), ('raster'), ]
+K129 = [('block'), ('raster'), ]
+K130 = [('torchtitan@main@b5bcd76c6'), ]
 K131 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K132 = [('flex'), ('flex_flash'), ]
-K133 = [('torchtitan@0.2.x'), ]
+K132 = [('int'), ('float'), ('null'), ]
+K133 = [('deepep'), ('minimal_async_ep'), ]
 K134 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K135 = []
-K136 = []
-K137 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K138 = []
+K135 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K136 = [('flex'), ('flex_flash'), ]
+K137 = [('torchtitan@0.2.x'), ]
+K138 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K139 = []
+K140 = []
+K141 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K142 = []
 
 
 def e0(env):
@@ -2408,17 +2412,18 @@ def e123(env):
     return t3
 
 def e124(env):
-    t1 = env.lookup('parallelism')
-    if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'context_parallel_load_balancer' in t1:
-        t2 = t1['context_parallel_load_balancer']
-        if t2 is None: t2 = Missing('parallelism.context_parallel_load_balancer')
+    t1 = env.lookup('local')
+    if t1 is None: t1 = Missing('local')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('chunks')
+    if t2 is None: t2 = Missing('chunks')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = _binop('%', t1, t2, env)
+    if t3.__class__ is int:
+        t4 = t3 == (0)
     else:
-        t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
-    t4 = K29
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    return t3
+        t4 = _compare('==', t3, (0))
+    return t4
 
 def e125(env):
     t1 = env.lookup('framework')
@@ -2428,7 +2433,394 @@ def e125(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K30
+    t4 = K29
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('trainer')
+        if t6 is None: t6 = Missing('trainer')
+        if t6.__class__ is dict and 'runs_trainer' in t6:
+            t7 = t6['runs_trainer']
+            if t7 is None: t7 = Missing('trainer.runs_trainer')
+        else:
+            t7 = attr_value(t6, 'runs_trainer', 'trainer.runs_trainer')
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'loss' in t9:
+                t10 = t9['loss']
+                if t10 is None: t10 = Missing('config.loss')
+            else:
+                t10 = attr_value(t9, 'loss', 'config.loss')
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t11 = index_value(t10, ('class'), 'config.loss')
+            t13 = K30
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+            t12 = _compare('in', t11, t13)
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+        else:
+            t8 = False
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t15 = env.lookup('chunks')
+            if t15 is None: t15 = Missing('chunks')
+            if t15.__class__ is int:
+                t16 = t15 >= (1)
+            else:
+                t16 = _compare('>=', t15, (1))
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t18 = env.lookup('tokens')
+            if t18 is None: t18 = Missing('tokens')
+            if t18.__class__ is int:
+                t19 = t18 >= (1)
+            else:
+                t19 = _compare('>=', t18, (1))
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+        else:
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = env.lookup('tokens')
+            if t21 is None: t21 = Missing('tokens')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = env.lookup('sp_cp')
+            if t22 is None: t22 = Missing('sp_cp')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = _binop('%', t21, t22, env)
+            if t23.__class__ is int:
+                t24 = t23 == (0)
+            else:
+                t24 = _compare('==', t23, (0))
+            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+        else:
+            t20 = False
+        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+    else:
+        t5 = False
+    return t5
+
+def e126(env):
+    t1 = env.lookup('config')
+    if t1 is None: t1 = Missing('config')
+    if t1.__class__ is dict and 'loss' in t1:
+        t2 = t1['loss']
+        if t2 is None: t2 = Missing('config.loss')
+    else:
+        t2 = attr_value(t1, 'loss', 'config.loss')
+    if t2.__class__ is dict and 'num_chunks' in t2:
+        t3 = t2['num_chunks']
+        if t3 is None: t3 = Missing('config.loss.num_chunks')
+    else:
+        t3 = attr_value(t2, 'num_chunks', 'config.loss.num_chunks')
+    return t3
+
+def e127(env):
+    t1 = env.lookup('tokens')
+    if t1 is None: t1 = Missing('tokens')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('cp')
+    if t2 is None: t2 = Missing('cp')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = _binop('//', t1, t2, env)
+    return t3
+
+def e128(env):
+    t1 = env.lookup('sp_cp')
+    if t1 is None: t1 = Missing('sp_cp')
+    t2 = env.lookup('cp')
+    if t2 is None: t2 = Missing('cp')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = env.lookup('chunks')
+    if t3 is None: t3 = Missing('chunks')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t2.__class__ is int and t3.__class__ is int:
+        t4 = t2 * t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('*', t2, t3, env)
+    t5 = call_value(env, F_lcm.fn, F_lcm.cost, False, [t1, t4])
+    return t5
+
+def e129(env):
+    t1 = env.lookup('chunks')
+    if t1 is None: t1 = Missing('chunks')
+    return t1
+
+def e130(env):
+    t1 = env.lookup('cp')
+    if t1 is None: t1 = Missing('cp')
+    if t1.__class__ is int:
+        t2 = t1 > (1)
+    else:
+        t2 = _compare('>', t1, (1))
+    if _truth(t2):
+        t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = _binop('+', (' / cp '), t4, env)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', t5, (' = '), env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = env.lookup('local')
+        if t7 is None: t7 = Missing('local')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', t6, t8, env)
+        t3 = t9
+    else:
+        t3 = ('')
+    return t3
+
+def e131(env):
+    t1 = []
+    t2 = env.budget
+    t4 = []
+    t5 = env.budget
+    t7 = env.lookup('local')
+    if t7 is None: t7 = Missing('local')
+    t8 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t7])
+    t6 = loop_items(t8)
+    t9 = Env({}, None, t5, env)
+    t10 = t9.values
+    for t11 in t6:
+        t5.left -= 7
+        if t5.left < 0: _charge(env, 0)
+        t10['x'] = t11
+        t9.let_cache = None
+        t12 = t11
+        if t12 is None: t12 = Missing('x')
+        t14 = t9.lookup('chunks')
+        if t14 is None: t14 = Missing('chunks')
+        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            t13 = t12 <= t14
+        else:
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, t12, t14)
+            t13 = _compare('<=', t12, t14)
+        if _truth(t13):
+            t15 = t11
+            if t15 is None: t15 = Missing('x')
+            t4.append(t15)
+            t5.mem -= 1
+            if t5.mem < 0: _charge_mem(env, 0)
+            if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t16 = call_value(env, F_max.fn, F_max.cost, False, [t4])
+    t17 = []
+    t18 = env.budget
+    t20 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t7])
+    t19 = loop_items(t20)
+    t21 = Env({}, None, t18, env)
+    t22 = t21.values
+    for t23 in t19:
+        t18.left -= 7
+        if t18.left < 0: _charge(env, 0)
+        t22['x'] = t23
+        t21.let_cache = None
+        t24 = t23
+        if t24 is None: t24 = Missing('x')
+        t26 = t21.lookup('chunks')
+        if t26 is None: t26 = Missing('chunks')
+        if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
+            t25 = t24 >= t26
+        else:
+            if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t21, t24, t26)
+            t25 = _compare('>=', t24, t26)
+        if _truth(t25):
+            t27 = t23
+            if t27 is None: t27 = Missing('x')
+            t17.append(t27)
+            t18.mem -= 1
+            if t18.mem < 0: _charge_mem(env, 0)
+            if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t17 is None or t17.__class__ is Missing: _need(t17)
+    t28 = [t7]
+    if t28 is None or t28.__class__ is Missing: _need(t28)
+    t29 = _binop('+', t17, t28, env)
+    t30 = call_value(env, F_min.fn, F_min.cost, False, [t29])
+    t31 = [t16, t30]
+    t3 = loop_items(t31)
+    t32 = Env({}, None, t2, env)
+    t33 = t32.values
+    for t34 in t3:
+        t2.left -= 25
+        if t2.left < 0: _charge(env, 0)
+        t33['d'] = t34
+        t32.let_cache = None
+        t35 = t34
+        if t35 is None: t35 = Missing('d')
+        if t35.__class__ is int:
+            t36 = t35 > (0)
+        else:
+            t36 = _compare('>', t35, (0))
+        if _truth(t36):
+            t37 = t34
+            if t37 is None: t37 = Missing('d')
+            t1.append(t37)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
+            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t38 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
+    return t38
+
+def e132(env):
+    t1 = env.lookup('local')
+    if t1 is None: t1 = Missing('local')
+    return t1
+
+def e133(env):
+    t1 = env.lookup('step')
+    if t1 is None: t1 = Missing('step')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('tokens')
+    if t2 is None: t2 = Missing('tokens')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
+    t4 = call_value(env, F_max.fn, F_max.cost, False, [(1), t3])
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = _binop('*', t1, t4, env)
+    return t5
+
+def e134(env):
+    t1 = env.lookup('step')
+    if t1 is None: t1 = Missing('step')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('tokens')
+    if t2 is None: t2 = Missing('tokens')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('+', t3, (1), env)
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = _binop('*', t1, t4, env)
+    return t5
+
+def e135(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K31
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('trainer')
+        if t6 is None: t6 = Missing('trainer')
+        if t6.__class__ is dict and 'runs_trainer' in t6:
+            t7 = t6['runs_trainer']
+            if t7 is None: t7 = Missing('trainer.runs_trainer')
+        else:
+            t7 = attr_value(t6, 'runs_trainer', 'trainer.runs_trainer')
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'loss' in t9:
+                t10 = t9['loss']
+                if t10 is None: t10 = Missing('config.loss')
+            else:
+                t10 = attr_value(t9, 'loss', 'config.loss')
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t11 = index_value(t10, ('class'), 'config.loss')
+            t13 = K32
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+            t12 = _compare('in', t11, t13)
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+        else:
+            t8 = False
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t15 = env.lookup('chunks')
+            if t15 is None: t15 = Missing('chunks')
+            if t15.__class__ is int:
+                t16 = t15 >= (1)
+            else:
+                t16 = _compare('>=', t15, (1))
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t18 = env.lookup('seq')
+            if t18 is None: t18 = Missing('seq')
+            if t18.__class__ is int:
+                t19 = t18 >= (1)
+            else:
+                t19 = _compare('>=', t18, (1))
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+        else:
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = env.lookup('seq')
+            if t21 is None: t21 = Missing('seq')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = env.lookup('sp_cp')
+            if t22 is None: t22 = Missing('sp_cp')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = _binop('%', t21, t22, env)
+            if t23.__class__ is int:
+                t24 = t23 == (0)
+            else:
+                t24 = _compare('==', t23, (0))
+            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+        else:
+            t20 = False
+        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+    else:
+        t5 = False
+    return t5
+
+def e136(env):
+    t1 = env.lookup('step')
+    if t1 is None: t1 = Missing('step')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('seq')
+    if t2 is None: t2 = Missing('seq')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
+    t4 = call_value(env, F_max.fn, F_max.cost, False, [(1), t3])
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = _binop('*', t1, t4, env)
+    return t5
+
+def e137(env):
+    t1 = env.lookup('step')
+    if t1 is None: t1 = Missing('step')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('seq')
+    if t2 is None: t2 = Missing('seq')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('+', t3, (1), env)
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = _binop('*', t1, t4, env)
+    return t5
+
+def e138(env):
+    t1 = env.lookup('parallelism')
+    if t1 is None: t1 = Missing('parallelism')
+    if t1.__class__ is dict and 'context_parallel_load_balancer' in t1:
+        t2 = t1['context_parallel_load_balancer']
+        if t2 is None: t2 = Missing('parallelism.context_parallel_load_balancer')
+    else:
+        t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
+    t4 = K33
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    return t3
+
+def e139(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K34
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2455,19 +2847,19 @@ def e125(env):
         t5 = False
     return t5
 
-def e126(env):
+def e140(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
     return t2
 
-def e127(env):
+def e141(env):
     t1 = env.lookup('refused')
     if t1 is None: t1 = Missing('refused')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
     return t2
 
-def e128(env):
+def e142(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2475,7 +2867,7 @@ def e128(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K31
+    t4 = K35
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2490,7 +2882,7 @@ def e128(env):
         t5 = False
     return t5
 
-def e129(env):
+def e143(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2498,7 +2890,7 @@ def e129(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K32
+    t4 = K36
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if not (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2512,7 +2904,7 @@ def e129(env):
                 if t8 is None: t8 = Missing('model.flavor')
             else:
                 t8 = attr_value(t1, 'flavor', 'model.flavor')
-            t10 = K33
+            t10 = K37
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('in', t8, t10)
             t7 = (t9 if t9.__class__ is bool else _truth(t9))
@@ -2523,7 +2915,7 @@ def e129(env):
         t5 = True
     return t5
 
-def e130(env):
+def e144(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2549,12 +2941,12 @@ def e130(env):
         t4 = t6
     return t4
 
-def e131(env):
+def e145(env):
     t1 = env.lookup('why')
     if t1 is None: t1 = Missing('why')
     return t1
 
-def e132(env):
+def e146(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'family', 'model.family')
@@ -2568,7 +2960,7 @@ def e132(env):
         t4 = ('')
     return t4
 
-def e133(env):
+def e147(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
     if t1.__class__ is int:
@@ -2577,7 +2969,7 @@ def e133(env):
         t2 = _compare('<=', t1, (1))
     return t2
 
-def e134(env):
+def e148(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2585,7 +2977,7 @@ def e134(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K34
+    t4 = K38
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2605,7 +2997,7 @@ def e134(env):
         t5 = False
     return t5
 
-def e135(env):
+def e149(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_microbatch_per_dp_rank' in t1:
@@ -2624,7 +3016,7 @@ def e135(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e136(env):
+def e150(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     if t1.__class__ is int:
@@ -2642,12 +3034,12 @@ def e136(env):
         t3 = (1)
     return t3
 
-def e137(env):
+def e151(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
     return t1
 
-def e138(env):
+def e152(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2657,7 +3049,7 @@ def e138(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e139(env):
+def e153(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_backend' in t1:
@@ -2665,12 +3057,12 @@ def e139(env):
         if t2 is None: t2 = Missing('model.attn_backend')
     else:
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
-    t4 = K35
+    t4 = K39
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e140(env):
+def e154(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2678,7 +3070,7 @@ def e140(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K36
+    t4 = K40
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2689,7 +3081,7 @@ def e140(env):
             if t7 is None: t7 = Missing('model.family')
         else:
             t7 = attr_value(t6, 'family', 'model.family')
-        t9 = K37
+        t9 = K41
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
@@ -2707,7 +3099,7 @@ def e140(env):
         t5 = False
     return t5
 
-def e141(env):
+def e155(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
@@ -2723,7 +3115,7 @@ def e141(env):
         t4 = t5
     return t4
 
-def e142(env):
+def e156(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -2731,12 +3123,12 @@ def e142(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K38
+    t4 = K42
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e143(env):
+def e157(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2744,7 +3136,7 @@ def e143(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K39
+    t4 = K43
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2770,13 +3162,13 @@ def e143(env):
         t5 = False
     return t5
 
-def e144(env):
+def e158(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
     return t2
 
-def e145(env):
+def e159(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule' in t1:
@@ -2790,7 +3182,7 @@ def e145(env):
         t3 = _compare('!=', t2, ('PipelineScheduleSingle'))
     return t3
 
-def e146(env):
+def e160(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2798,7 +3190,7 @@ def e146(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K40
+    t4 = K44
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2825,13 +3217,13 @@ def e146(env):
         t5 = False
     return t5
 
-def e147(env):
+def e161(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'pipeline_parallel_schedule', 'parallelism.pipeline_parallel_schedule')
     return t2
 
-def e148(env):
+def e162(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2839,7 +3231,7 @@ def e148(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K41
+    t4 = K45
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2856,7 +3248,7 @@ def e148(env):
         t5 = False
     return t5
 
-def e149(env):
+def e163(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2891,7 +3283,7 @@ def e149(env):
         else:
             t10 = _compare('==', t9, ('0.3.0'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = K42
+            t13 = K46
             if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t2, t13)
             t12 = _compare('in', t2, t13)
             t11 = (t12 if t12.__class__ is bool else _truth(t12))
@@ -2917,7 +3309,7 @@ def e149(env):
         t8 = True
     return t8
 
-def e150(env):
+def e164(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2954,7 +3346,7 @@ def e150(env):
         t4 = ('full_dtensor is not supported yet.')
     return t4
 
-def e151(env):
+def e165(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -2968,7 +3360,7 @@ def e151(env):
         t3 = _compare('!=', t2, ('gpt_oss'))
     return t3
 
-def e152(env):
+def e166(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2976,7 +3368,7 @@ def e152(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K43
+    t4 = K47
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2996,7 +3388,7 @@ def e152(env):
         t5 = False
     return t5
 
-def e153(env):
+def e167(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'optimizer' in t1:
@@ -3009,12 +3401,12 @@ def e153(env):
         if t3 is None: t3 = Missing('config.optimizer.name')
     else:
         t3 = attr_value(t2, 'name', 'config.optimizer.name')
-    t5 = K44
+    t5 = K48
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e154(env):
+def e168(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3022,7 +3414,7 @@ def e154(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K45
+    t4 = K49
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3044,14 +3436,14 @@ def e154(env):
         t5 = False
     return t5
 
-def e155(env):
+def e169(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
     t3 = attr_value(t2, 'name', 'config.optimizer.name')
     return t3
 
-def e156(env):
+def e170(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'optimizer' in t1:
@@ -3074,12 +3466,12 @@ def e156(env):
         if t6 is None: t6 = Missing('optimizer_name')
     else:
         t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
-    t8 = K46
+    t8 = K50
     if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
     t7 = _compare('in', t6, t8)
     return t7
 
-def e157(env):
+def e171(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3087,7 +3479,7 @@ def e157(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K47
+    t4 = K51
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3119,7 +3511,7 @@ def e157(env):
         t5 = False
     return t5
 
-def e158(env):
+def e172(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('optimizer'), t2)
@@ -3178,11 +3570,11 @@ def e158(env):
         t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
         t11 = t15
     else:
-        t16 = K48
+        t16 = K52
         t11 = t16
     return t11
 
-def e159(env):
+def e173(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
@@ -3195,7 +3587,7 @@ def e159(env):
     t6 = attr_value(t5, 'pattern', 'pattern')
     return t6
 
-def e160(env):
+def e174(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
@@ -3208,7 +3600,7 @@ def e160(env):
     t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
     return t6
 
-def e161(env):
+def e175(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3227,7 +3619,7 @@ def e161(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e162(env):
+def e176(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3235,7 +3627,7 @@ def e162(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K49
+    t4 = K53
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3278,7 +3670,7 @@ def e162(env):
         t5 = False
     return t5
 
-def e163(env):
+def e177(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1.__class__ is int:
@@ -3287,7 +3679,7 @@ def e163(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e164(env):
+def e178(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'compile' in t1:
@@ -3317,7 +3709,7 @@ def e164(env):
         t5 = False
     return t5
 
-def e165(env):
+def e179(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3325,7 +3717,7 @@ def e165(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K50
+    t4 = K54
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3358,21 +3750,21 @@ def e165(env):
         t5 = False
     return t5
 
-def e166(env):
+def e180(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'enable', 'config.compile.enable')
     return t3
 
-def e167(env):
+def e181(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'components', 'config.compile.components')
     return t3
 
-def e168(env):
+def e182(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3391,7 +3783,7 @@ def e168(env):
         t4 = _compare('!=', t3, (1))
     return t4
 
-def e169(env):
+def e183(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3399,7 +3791,7 @@ def e169(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K51
+    t4 = K55
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3444,7 +3836,7 @@ def e169(env):
         t5 = False
     return t5
 
-def e170(env):
+def e184(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -3457,7 +3849,7 @@ def e170(env):
         t3 = ('when the checkpointer is built')
     return t3
 
-def e171(env):
+def e185(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3517,7 +3909,7 @@ def e171(env):
         t9 = False
     return t9
 
-def e172(env):
+def e186(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3525,7 +3917,7 @@ def e172(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K52
+    t4 = K56
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3560,7 +3952,7 @@ def e172(env):
         t5 = False
     return t5
 
-def e173(env):
+def e187(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -3584,7 +3976,7 @@ def e173(env):
         t8 = ('checkpoint.initial_load_in_hf = true with initial_load_model_only = false')
     return t8
 
-def e174(env):
+def e188(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -3597,7 +3989,7 @@ def e174(env):
         t3 = ('torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one')
     return t3
 
-def e175(env):
+def e189(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -3621,7 +4013,7 @@ def e175(env):
         t8 = ('checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf')
     return t8
 
-def e176(env):
+def e190(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -3645,7 +4037,7 @@ def e176(env):
         t8 = ('initial_load_model_only')
     return t8
 
-def e177(env):
+def e191(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3658,12 +4050,12 @@ def e177(env):
         if t3 is None: t3 = Missing('config.checkpoint.async_mode')
     else:
         t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
-    t5 = K53
+    t5 = K57
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e178(env):
+def e192(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3671,7 +4063,7 @@ def e178(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K54
+    t4 = K58
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3701,14 +4093,14 @@ def e178(env):
         t5 = False
     return t5
 
-def e179(env):
+def e193(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
     t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
     return t3
 
-def e180(env):
+def e194(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is dict and 'checkpoint' in t2:
@@ -3747,7 +4139,7 @@ def e180(env):
         t5 = False
     return t5
 
-def e181(env):
+def e195(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3755,7 +4147,7 @@ def e181(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K55
+    t4 = K59
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3785,14 +4177,14 @@ def e181(env):
         t5 = False
     return t5
 
-def e182(env):
+def e196(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
     t3 = attr_value(t2, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     return t3
 
-def e183(env):
+def e197(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -3805,7 +4197,7 @@ def e183(env):
         t5 = ('the learning-rate schedulers hold the optimizers: ')
     return t5
 
-def e184(env):
+def e198(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -3818,7 +4210,7 @@ def e184(env):
         t5 = ('lr_scheduler must be excluded when optimizer is excluded.')
     return t5
 
-def e185(env):
+def e199(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -3831,7 +4223,7 @@ def e185(env):
         t5 = ('add "lr_scheduler" to exclude_from_loading')
     return t5
 
-def e186(env):
+def e200(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3850,7 +4242,7 @@ def e186(env):
         t3 = False
     return t3
 
-def e187(env):
+def e201(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3858,7 +4250,7 @@ def e187(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K56
+    t4 = K60
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3883,7 +4275,7 @@ def e187(env):
         t5 = False
     return t5
 
-def e188(env):
+def e202(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3904,7 +4296,7 @@ def e188(env):
         t3 = t8
     return t3
 
-def e189(env):
+def e203(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3917,7 +4309,7 @@ def e189(env):
         t3 = ('Pipeline')
     return t3
 
-def e190(env):
+def e204(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3930,7 +4322,7 @@ def e190(env):
         t3 = ('pipeline_parallel_degree')
     return t3
 
-def e191(env):
+def e205(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'quantize' in t1:
@@ -3959,7 +4351,7 @@ def e191(env):
         t6 = _compare('!=', t5, (True))
     return t6
 
-def e192(env):
+def e206(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3967,7 +4359,7 @@ def e192(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K57
+    t4 = K61
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4028,7 +4420,7 @@ def e192(env):
         t5 = False
     return t5
 
-def e193(env):
+def e207(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'quantize', 'config.quantize')
@@ -4037,7 +4429,7 @@ def e193(env):
     t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     return t5
 
-def e194(env):
+def e208(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4056,7 +4448,7 @@ def e194(env):
         t3 = False
     return t3
 
-def e195(env):
+def e209(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4064,7 +4456,7 @@ def e195(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K58
+    t4 = K62
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4100,7 +4492,7 @@ def e195(env):
         t5 = False
     return t5
 
-def e196(env):
+def e210(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4121,7 +4513,7 @@ def e196(env):
         t3 = t8
     return t3
 
-def e197(env):
+def e211(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4134,7 +4526,7 @@ def e197(env):
         t3 = ('context')
     return t3
 
-def e198(env):
+def e212(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4147,7 +4539,7 @@ def e198(env):
         t3 = ('context_parallel_degree')
     return t3
 
-def e199(env):
+def e213(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -4156,7 +4548,7 @@ def e199(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e200(env):
+def e214(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4164,7 +4556,7 @@ def e200(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K59
+    t4 = K63
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4234,7 +4626,7 @@ def e200(env):
         t5 = False
     return t5
 
-def e201(env):
+def e215(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -4259,7 +4651,7 @@ def e201(env):
         t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('c')
-        t12 = K60
+        t12 = K64
         if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
         t11 = _compare('in', t10, t12)
         t1.append(t11)
@@ -4280,7 +4672,7 @@ def e201(env):
             t18.let_cache = None
             t21 = t20
             if t21 is None: t21 = Missing('c')
-            t23 = K61
+            t23 = K65
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t18, t21, t23)
             t22 = _compare('in', t21, t23)
             t15.append(t22)
@@ -4294,7 +4686,7 @@ def e201(env):
     t25 = not (t14 if t14.__class__ is bool else _truth(t14))
     return t25
 
-def e202(env):
+def e216(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4302,7 +4694,7 @@ def e202(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K62
+    t4 = K66
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4332,14 +4724,14 @@ def e202(env):
         t5 = False
     return t5
 
-def e203(env):
+def e217(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
     t3 = attr_value(t2, 'converters', 'config.model.converters')
     return t3
 
-def e204(env):
+def e218(env):
     t1 = env.lookup('batch')
     if t1 is None: t1 = Missing('batch')
     if t1.__class__ is int:
@@ -4348,7 +4740,7 @@ def e204(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e205(env):
+def e219(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4356,7 +4748,7 @@ def e205(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K63
+    t4 = K67
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4381,7 +4773,7 @@ def e205(env):
         t5 = False
     return t5
 
-def e206(env):
+def e220(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4389,7 +4781,7 @@ def e206(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K64
+    t4 = K68
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4421,7 +4813,7 @@ def e206(env):
         t5 = False
     return t5
 
-def e207(env):
+def e221(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -4591,14 +4983,14 @@ def e207(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e208(env):
+def e222(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (4), 'item')
     return t2
 
-def e209(env):
+def e223(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4606,7 +4998,7 @@ def e209(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K65
+    t4 = K69
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4649,7 +5041,7 @@ def e209(env):
         t5 = False
     return t5
 
-def e210(env):
+def e224(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4657,7 +5049,7 @@ def e210(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K66
+    t4 = K70
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4702,7 +5094,7 @@ def e210(env):
         t5 = False
     return t5
 
-def e211(env):
+def e225(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4710,7 +5102,7 @@ def e211(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K67
+    t4 = K71
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4745,7 +5137,7 @@ def e211(env):
         t5 = False
     return t5
 
-def e212(env):
+def e226(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'model' in t1:
@@ -4798,7 +5190,7 @@ def e212(env):
         t9 = False
     return t9
 
-def e213(env):
+def e227(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4806,7 +5198,7 @@ def e213(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K68
+    t4 = K72
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4831,7 +5223,7 @@ def e213(env):
         t5 = False
     return t5
 
-def e214(env):
+def e228(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
@@ -4860,7 +5252,7 @@ def e214(env):
         t5 = t14
     return t5
 
-def e215(env):
+def e229(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
@@ -4875,7 +5267,7 @@ def e215(env):
         t5 = ('set [compile] enable = true with "model" in components, or use mode = "full" or "selective"')
     return t5
 
-def e216(env):
+def e230(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -4899,7 +5291,7 @@ def e216(env):
         t5 = True
     return t5
 
-def e217(env):
+def e231(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4907,7 +5299,7 @@ def e217(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K69
+    t4 = K73
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4932,14 +5324,14 @@ def e217(env):
         t5 = False
     return t5
 
-def e218(env):
+def e232(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     t3 = attr_value(t2, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
     return t3
 
-def e219(env):
+def e233(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -4958,7 +5350,7 @@ def e219(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e220(env):
+def e234(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4966,7 +5358,7 @@ def e220(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K70
+    t4 = K74
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5004,7 +5396,7 @@ def e220(env):
         t5 = False
     return t5
 
-def e221(env):
+def e235(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -5033,7 +5425,7 @@ def e221(env):
         t5 = False
     return t5
 
-def e222(env):
+def e236(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5041,7 +5433,7 @@ def e222(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K71
+    t4 = K75
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5072,7 +5464,7 @@ def e222(env):
                 if t12 is None: t12 = Missing('config.model.name')
             else:
                 t12 = attr_value(t11, 'name', 'config.model.name')
-            t14 = K72
+            t14 = K76
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -5083,7 +5475,7 @@ def e222(env):
         t5 = False
     return t5
 
-def e223(env):
+def e237(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5109,14 +5501,14 @@ def e223(env):
         t5 = t10
     return t5
 
-def e224(env):
+def e238(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
     t3 = attr_value(t2, 'name', 'config.model.name')
     return t3
 
-def e225(env):
+def e239(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5134,7 +5526,7 @@ def e225(env):
         t5 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
     return t5
 
-def e226(env):
+def e240(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5152,7 +5544,7 @@ def e226(env):
         t5 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
     return t5
 
-def e227(env):
+def e241(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'quantize' in t1:
@@ -5176,12 +5568,12 @@ def e227(env):
     else:
         t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise')])
-    t8 = K73
+    t8 = K77
     if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
     t7 = _compare('in', t6, t8)
     return t7
 
-def e228(env):
+def e242(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5189,7 +5581,7 @@ def e228(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K74
+    t4 = K78
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5260,7 +5652,7 @@ def e228(env):
         t5 = False
     return t5
 
-def e229(env):
+def e243(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'quantize', 'config.quantize')
@@ -5270,7 +5662,7 @@ def e229(env):
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise, the default')])
     return t6
 
-def e230(env):
+def e244(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5289,7 +5681,7 @@ def e230(env):
         t4 = _compare('==', t3, ('none'))
     return t4
 
-def e231(env):
+def e245(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5297,7 +5689,7 @@ def e231(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K75
+    t4 = K79
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5313,7 +5705,7 @@ def e231(env):
             if t8 is None: t8 = Missing('config.model.name')
         else:
             t8 = attr_value(t7, 'name', 'config.model.name')
-        t10 = K76
+        t10 = K80
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
         t9 = _compare('in', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
@@ -5392,21 +5784,21 @@ def e231(env):
         t5 = False
     return t5
 
-def e232(env):
+def e246(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'parallelism', 'config.parallelism')
     t3 = attr_value(t2, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
     return t3
 
-def e233(env):
+def e247(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     t3 = attr_value(t2, 'mode', 'config.activation_checkpoint.mode')
     return t3
 
-def e234(env):
+def e248(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5422,7 +5814,7 @@ def e234(env):
         t4 = _compare('!=', t3, ('SelectiveAC.Config'))
     return t4
 
-def e235(env):
+def e249(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5430,7 +5822,7 @@ def e235(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K77
+    t4 = K81
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5484,7 +5876,7 @@ def e235(env):
                 if t19 is None: t19 = Missing('model.attn_backend')
             else:
                 t19 = attr_value(t18, 'attn_backend', 'model.attn_backend')
-            t21 = K78
+            t21 = K82
             if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
             t20 = _compare('in', t19, t21)
             t17 = (t20 if t20.__class__ is bool else _truth(t20))
@@ -5495,7 +5887,7 @@ def e235(env):
         t5 = False
     return t5
 
-def e236(env):
+def e250(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5537,7 +5929,7 @@ def e236(env):
         t5 = True
     return t5
 
-def e237(env):
+def e251(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5545,7 +5937,7 @@ def e237(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K79
+    t4 = K83
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5604,7 +5996,7 @@ def e237(env):
         t5 = False
     return t5
 
-def e238(env):
+def e252(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
@@ -5613,7 +6005,7 @@ def e238(env):
     t4 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t3, ('none')])
     return t4
 
-def e239(env):
+def e253(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5627,7 +6019,7 @@ def e239(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e240(env):
+def e254(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5635,7 +6027,7 @@ def e240(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K80
+    t4 = K84
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5660,7 +6052,7 @@ def e240(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K81
+            t14 = K85
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -5696,7 +6088,7 @@ def e240(env):
         t5 = False
     return t5
 
-def e241(env):
+def e255(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5710,12 +6102,12 @@ def e241(env):
         t3 = _binop('*', t1, t2, env)
     return t3
 
-def e242(env):
+def e256(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     return t1
 
-def e243(env):
+def e257(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5729,7 +6121,7 @@ def e243(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e244(env):
+def e258(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5744,7 +6136,7 @@ def e244(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e245(env):
+def e259(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5752,7 +6144,7 @@ def e245(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K82
+    t4 = K86
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5777,7 +6169,7 @@ def e245(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K83
+            t14 = K87
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -5813,7 +6205,7 @@ def e245(env):
         t5 = False
     return t5
 
-def e246(env):
+def e260(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -5826,12 +6218,12 @@ def e246(env):
         if t3 is None: t3 = Missing('config.parallelism.context_parallel_load_balancer')
     else:
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-    t5 = K84
+    t5 = K88
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e247(env):
+def e261(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5839,7 +6231,7 @@ def e247(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K85
+    t4 = K89
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5891,7 +6283,7 @@ def e247(env):
         t5 = False
     return t5
 
-def e248(env):
+def e262(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -5906,7 +6298,7 @@ def e248(env):
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
     return t3
 
-def e249(env):
+def e263(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -5919,7 +6311,7 @@ def e249(env):
         t3 = False
     return t3
 
-def e250(env):
+def e264(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5927,7 +6319,7 @@ def e250(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K86
+    t4 = K90
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5953,7 +6345,7 @@ def e250(env):
         t5 = False
     return t5
 
-def e251(env):
+def e265(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -5961,7 +6353,7 @@ def e251(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K87
+    t4 = K91
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5994,7 +6386,7 @@ def e251(env):
         t8 = False
     return t8
 
-def e252(env):
+def e266(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'linear_key_heads' in t1:
@@ -6044,7 +6436,7 @@ def e252(env):
         t7 = False
     return t7
 
-def e253(env):
+def e267(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -6073,7 +6465,7 @@ def e253(env):
         t2 = t8
     return t2
 
-def e254(env):
+def e268(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -6147,7 +6539,7 @@ def e254(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e255(env):
+def e269(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if _truth(t1):
@@ -6179,7 +6571,7 @@ def e255(env):
         t2 = t16
     return t2
 
-def e256(env):
+def e270(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if _truth(t1):
@@ -6258,7 +6650,7 @@ def e256(env):
         t6 = t16
     return t6
 
-def e257(env):
+def e271(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'max_context_length' in t1:
@@ -6280,7 +6672,7 @@ def e257(env):
         t3 = _compare('<=', t2, t5)
     return t3
 
-def e258(env):
+def e272(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6288,7 +6680,7 @@ def e258(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K88
+    t4 = K92
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6328,19 +6720,19 @@ def e258(env):
         t5 = False
     return t5
 
-def e259(env):
+def e273(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'max_context_length', 'training.max_context_length')
     return t2
 
-def e260(env):
+def e274(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'rope_max_len', 'model.rope_max_len')
     return t2
 
-def e261(env):
+def e275(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -6362,7 +6754,7 @@ def e261(env):
         t3 = _compare('<=', t2, t5)
     return t3
 
-def e262(env):
+def e276(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6370,7 +6762,7 @@ def e262(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K89
+    t4 = K93
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6410,7 +6802,7 @@ def e262(env):
         t5 = False
     return t5
 
-def e263(env):
+def e277(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'validator' in t1:
@@ -6424,7 +6816,7 @@ def e263(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e264(env):
+def e278(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6432,7 +6824,7 @@ def e264(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K90
+    t4 = K94
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6469,7 +6861,7 @@ def e264(env):
         t5 = False
     return t5
 
-def e265(env):
+def e279(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6477,7 +6869,7 @@ def e265(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K91
+    t4 = K95
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6502,13 +6894,13 @@ def e265(env):
         t5 = False
     return t5
 
-def e266(env):
+def e280(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'num_mtp_layers', 'model.num_mtp_layers')
     return t2
 
-def e267(env):
+def e281(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6527,7 +6919,7 @@ def e267(env):
         t3 = t7
     return t3
 
-def e268(env):
+def e282(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6540,7 +6932,7 @@ def e268(env):
         t3 = ('use context_parallel_degree = 1')
     return t3
 
-def e269(env):
+def e283(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6563,7 +6955,7 @@ def e269(env):
         t6 = ('')
     return t6
 
-def e270(env):
+def e284(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'compile' in t1:
@@ -6576,12 +6968,12 @@ def e270(env):
         if t3 is None: t3 = Missing('config.compile.backend')
     else:
         t3 = attr_value(t2, 'backend', 'config.compile.backend')
-    t5 = K92
+    t5 = K96
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e271(env):
+def e285(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6589,7 +6981,7 @@ def e271(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K93
+    t4 = K97
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6688,7 +7080,7 @@ def e271(env):
                 if t31 is None: t31 = Missing('model.attn_backend')
             else:
                 t31 = attr_value(t30, 'attn_backend', 'model.attn_backend')
-            t33 = K94
+            t33 = K98
             if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
             t32 = _compare('in', t31, t33)
             t29 = (t32 if t32.__class__ is bool else _truth(t32))
@@ -6716,14 +7108,14 @@ def e271(env):
         t5 = False
     return t5
 
-def e272(env):
+def e286(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'backend', 'config.compile.backend')
     return t3
 
-def e273(env):
+def e287(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -6750,7 +7142,7 @@ def e273(env):
         t4 = False
     return t4
 
-def e274(env):
+def e288(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6758,7 +7150,7 @@ def e274(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K95
+    t4 = K99
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6802,7 +7194,7 @@ def e274(env):
         t5 = False
     return t5
 
-def e275(env):
+def e289(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6820,7 +7212,7 @@ def e275(env):
         t4 = ('enable_sequence_parallel = false')
     return t4
 
-def e276(env):
+def e290(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6834,7 +7226,7 @@ def e276(env):
         t4 = ('parallelism.enable_sequence_parallel')
     return t4
 
-def e277(env):
+def e291(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6848,7 +7240,7 @@ def e277(env):
         t4 = ('parallelism.enable_sequence_parallel')
     return t4
 
-def e278(env):
+def e292(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6862,7 +7254,7 @@ def e278(env):
         t4 = ('set enable_sequence_parallel = True (the default)')
     return t4
 
-def e279(env):
+def e293(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -6876,7 +7268,7 @@ def e279(env):
         t3 = _compare('!=', t2, ('full_dtensor'))
     return t3
 
-def e280(env):
+def e294(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6884,7 +7276,7 @@ def e280(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K96
+    t4 = K100
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6925,7 +7317,7 @@ def e280(env):
         t5 = False
     return t5
 
-def e281(env):
+def e295(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'registered' in t1:
@@ -6939,7 +7331,7 @@ def e281(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e282(env):
+def e296(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6947,7 +7339,7 @@ def e282(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K97
+    t4 = K101
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6984,7 +7376,7 @@ def e282(env):
         t5 = False
     return t5
 
-def e283(env):
+def e297(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -7025,7 +7417,7 @@ def e283(env):
         t6 = True
     return t6
 
-def e284(env):
+def e298(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7033,7 +7425,7 @@ def e284(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K98
+    t4 = K102
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7072,7 +7464,7 @@ def e284(env):
         t5 = False
     return t5
 
-def e285(env):
+def e299(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -7080,12 +7472,12 @@ def e285(env):
         if t2 is None: t2 = Missing('model.name')
     else:
         t2 = attr_value(t1, 'name', 'model.name')
-    t4 = K99
+    t4 = K103
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e286(env):
+def e300(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -7093,18 +7485,18 @@ def e286(env):
         if t2 is None: t2 = Missing('model.name')
     else:
         t2 = attr_value(t1, 'name', 'model.name')
-    t4 = K100
+    t4 = K104
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e287(env):
+def e301(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_type', 'model.attn_type')
     return t2
 
-def e288(env):
+def e302(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if _truth(t1):
@@ -7113,7 +7505,7 @@ def e288(env):
         t2 = ('Context Parallel only supports SDPA and FlexAttention.')
     return t2
 
-def e289(env):
+def e303(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if _truth(t1):
@@ -7122,7 +7514,7 @@ def e289(env):
         t2 = ('sdpa or flex')
     return t2
 
-def e290(env):
+def e304(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7130,12 +7522,12 @@ def e290(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K101
+    t4 = K105
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e291(env):
+def e305(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('readable')
@@ -7304,7 +7696,7 @@ def e291(env):
             t57 = type_name(t56)
             t53.budget.mem -= len(t57)
             if t53.budget.mem < 0: _charge_mem(t53, 0)
-            t59 = K102
+            t59 = K106
             if t59.__class__ is list or t59.__class__ is dict or t59.__class__ is str: _charge_operands(t53, t57, t59)
             t58 = _compare('in', t57, t59)
             if (t58 if t58.__class__ is bool else _truth(t58)):
@@ -7395,7 +7787,7 @@ def e291(env):
                 t89 = type_name(t88)
                 t85.budget.mem -= len(t89)
                 if t85.budget.mem < 0: _charge_mem(t85, 0)
-                t91 = K103
+                t91 = K107
                 if t91.__class__ is list or t91.__class__ is dict or t91.__class__ is str: _charge_operands(t85, t89, t91)
                 t90 = _compare('in', t89, t91)
                 if (t90 if t90.__class__ is bool else _truth(t90)):
@@ -7478,7 +7870,7 @@ def e291(env):
         else:
             t115 = _compare('==', t114, ('string'))
         if (t115 if t115.__class__ is bool else _truth(t115)):
-            t118 = K104
+            t118 = K108
             if t118.__class__ is list or t118.__class__ is dict or t118.__class__ is str: _charge_operands(env, t113, t118)
             t117 = _compare('not in', t113, t118)
             t116 = (t117 if t117.__class__ is bool else _truth(t117))
@@ -7561,7 +7953,7 @@ def e291(env):
         t132 = [t48, t78, t110, t131]
         t5 = t132
     else:
-        t133 = K105
+        t133 = K109
         t5 = t133
     t3 = loop_items(t5)
     t134 = Env({}, None, t2, env)
@@ -7588,7 +7980,7 @@ def e291(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e292(env):
+def e306(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'dataloader' in t1:
@@ -7603,7 +7995,7 @@ def e292(env):
         t3 = attr_value(t2, 'sources', 'config.dataloader.sources')
     return t3
 
-def e293(env):
+def e307(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -7630,7 +8022,7 @@ def e293(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e294(env):
+def e308(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -7657,7 +8049,7 @@ def e294(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e295(env):
+def e309(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -7692,7 +8084,7 @@ def e295(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e296(env):
+def e310(env):
     t1 = env.lookup('chr_q')
     if t1 is None: t1 = Missing('chr_q')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -7709,10 +8101,10 @@ def e296(env):
         t3 = _binop('+', t2, ('s __post_init__)'), env)
     return t3
 
-def e297(env):
+def e311(env):
     return ('when the trainer builds the dataloader (InterleavedDataset), before the first step')
 
-def e298(env):
+def e312(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7737,7 +8129,7 @@ def e298(env):
             if t7 is None: t7 = Missing('config.dataloader.class')
         else:
             t7 = attr_value(t6, 'class', 'config.dataloader.class')
-        t9 = K106
+        t9 = K110
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -7792,20 +8184,20 @@ def e298(env):
         t14 = False
     return t14
 
-def e299(env):
+def e313(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'dataloader', 'config.dataloader')
     t3 = attr_value(t2, 'class', 'config.dataloader.class')
     return t3
 
-def e300(env):
+def e314(env):
     t1 = env.lookup('names')
     if t1 is None: t1 = Missing('names')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e301(env):
+def e315(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -7820,7 +8212,7 @@ def e301(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e302(env):
+def e316(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7828,7 +8220,7 @@ def e302(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K107
+    t4 = K111
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7894,11 +8286,11 @@ def e302(env):
         t5 = False
     return t5
 
-def e303(env):
-    t1 = K108
+def e317(env):
+    t1 = K112
     return t1
 
-def e304(env):
+def e318(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -7936,7 +8328,7 @@ def e304(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e305(env):
+def e319(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -7968,19 +8360,19 @@ def e305(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e306(env):
+def e320(env):
     t1 = env.lookup('exclude')
     if t1 is None: t1 = Missing('exclude')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e307(env):
+def e321(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e308(env):
+def e322(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -7994,20 +8386,20 @@ def e308(env):
         t4 = ('are not states')
     return t4
 
-def e309(env):
+def e323(env):
     t1 = env.lookup('states')
     if t1 is None: t1 = Missing('states')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e310(env):
+def e324(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (0), 'unknown')
     return t2
 
-def e311(env):
+def e325(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8015,12 +8407,12 @@ def e311(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K109
+    t4 = K113
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e312(env):
+def e326(env):
     t1 = env.lookup('applies')
     if t1 is None: t1 = Missing('applies')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -8146,11 +8538,11 @@ def e312(env):
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t40 = K110
+        t40 = K114
         t2 = t40
     return t2
 
-def e313(env):
+def e327(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is dict and 'checkpoint' in t2:
@@ -8205,7 +8597,7 @@ def e313(env):
         t10 = t13
     return t10
 
-def e314(env):
+def e328(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8304,7 +8696,7 @@ def e314(env):
         t20 = False
     return t20
 
-def e315(env):
+def e329(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -8319,7 +8711,7 @@ def e315(env):
         t4 = ('checkpoint.folder')
     return t4
 
-def e316(env):
+def e330(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8327,12 +8719,12 @@ def e316(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K111
+    t4 = K115
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e317(env):
+def e331(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('plain')
@@ -8519,7 +8911,7 @@ def e317(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e318(env):
+def e332(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -8548,7 +8940,7 @@ def e318(env):
         t3 = False
     return t3
 
-def e319(env):
+def e333(env):
     t1 = env.lookup('reg')
     if t1 is None: t1 = Missing('reg')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -8634,11 +9026,11 @@ def e319(env):
         t25 = [t24]
         t16 = t25
     else:
-        t26 = K112
+        t26 = K116
         t16 = t26
     return t16
 
-def e320(env):
+def e334(env):
     t1 = env.lookup('reg')
     if t1 is None: t1 = Missing('reg')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -8806,11 +9198,11 @@ def e320(env):
                 if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t16 = t17
     else:
-        t51 = K113
+        t51 = K117
         t16 = t51
     return t16
 
-def e321(env):
+def e335(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -8986,11 +9378,11 @@ def e321(env):
         t46 = [t45]
         t35 = t46
     else:
-        t47 = K114
+        t47 = K118
         t35 = t47
     return t35
 
-def e322(env):
+def e336(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -9116,16 +9508,16 @@ def e322(env):
         t34 = [t33]
         t23 = t34
     else:
-        t35 = K115
+        t35 = K119
         t23 = t35
     return t23
 
-def e323(env):
+def e337(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     return t1
 
-def e324(env):
+def e338(env):
     t1 = env.lookup('datasets')
     if t1 is None: t1 = Missing('datasets')
     t2 = attr_value(t1, 'registries', 'datasets.registries')
@@ -9140,14 +9532,14 @@ def e324(env):
     t7 = call_value(env, F_join.fn, F_join.cost, False, [t6, (', ')])
     return t7
 
-def e325(env):
+def e339(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (5), 'item')
     return t2
 
-def e326(env):
+def e340(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -9155,7 +9547,7 @@ def e326(env):
     else:
         t2 = _compare('!=', t1, ('main@b5bcd76c6'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = K116
+        t4 = K120
         t3 = t4
     else:
         t5 = []
@@ -9353,7 +9745,7 @@ def e326(env):
                             t72 = type_name(t71)
                             t59.budget.mem -= len(t72)
                             if t59.budget.mem < 0: _charge_mem(t59, 0)
-                            t74 = K117
+                            t74 = K121
                             if t74.__class__ is list or t74.__class__ is dict or t74.__class__ is str: _charge_operands(t59, t72, t74)
                             t73 = _compare('in', t72, t74)
                             t69 = (t73 if t73.__class__ is bool else _truth(t73))
@@ -9368,7 +9760,7 @@ def e326(env):
                             else:
                                 t77 = attr_value(t76, 'weight', 'd.weight')
                             t78 = call_value(t59, F_str.fn, F_str.cost, True, [t77])
-                            t80 = K118
+                            t80 = K122
                             if t80.__class__ is list or t80.__class__ is dict or t80.__class__ is str: _charge_operands(t59, t78, t80)
                             t79 = _compare('in', t78, t80)
                             if not (t79 if t79.__class__ is bool else _truth(t79)):
@@ -9581,7 +9973,7 @@ def e326(env):
             else:
                 t136 = False
             if (t136 if t136.__class__ is bool else _truth(t136)):
-                t140 = K119
+                t140 = K123
                 t117.append(t140)
                 t118.mem -= 1
                 if t118.mem < 0: _charge_mem(env, 0)
@@ -9863,7 +10255,7 @@ def e326(env):
         t3 = t227
     return t3
 
-def e327(env):
+def e341(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'dataloader' in t1:
@@ -9916,7 +10308,7 @@ def e327(env):
         t12 = (None)
     return t12
 
-def e328(env):
+def e342(env):
     t1 = env.lookup('d')
     if t1 is None: t1 = Missing('d')
     env.budget.left -= 1
@@ -9964,7 +10356,7 @@ def e328(env):
         t11 = (None)
     return t11
 
-def e329(env):
+def e343(env):
     t1 = env.lookup('d2')
     if t1 is None: t1 = Missing('d2')
     env.budget.left -= 1
@@ -10012,7 +10404,7 @@ def e329(env):
         t11 = (None)
     return t11
 
-def e330(env):
+def e344(env):
     t1 = env.lookup('d3')
     if t1 is None: t1 = Missing('d3')
     env.budget.left -= 1
@@ -10060,7 +10452,7 @@ def e330(env):
         t11 = (None)
     return t11
 
-def e331(env):
+def e345(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('d')
@@ -10100,7 +10492,7 @@ def e331(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e332(env):
+def e346(env):
     t1 = []
     t2 = env.budget
     t4 = []
@@ -10218,7 +10610,7 @@ def e332(env):
             t40 = index_value(t24, (0), '?')
         t23 = t40
     else:
-        t41 = K120
+        t41 = K124
         t23 = t41
     t3 = loop_items(t23)
     t42 = Env({}, None, t2, env)
@@ -10248,7 +10640,7 @@ def e332(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e333(env):
+def e347(env):
     t1 = env.lookup('chain')
     if t1 is None: t1 = Missing('chain')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -10417,14 +10809,14 @@ def e333(env):
         t53 = _binop('+', t20, t21, env)
     return t53
 
-def e334(env):
-    t1 = K121
+def e348(env):
+    t1 = K125
     return t1
 
-def e335(env):
+def e349(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K122
+    t3 = K126
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
@@ -10444,7 +10836,7 @@ def e335(env):
         t4 = False
     return t4
 
-def e336(env):
+def e350(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -10452,7 +10844,7 @@ def e336(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K123
+    t4 = K127
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10507,7 +10899,7 @@ def e336(env):
         t5 = False
     return t5
 
-def e337(env):
+def e351(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -10547,7 +10939,7 @@ def e337(env):
         t8 = (None)
     return t8
 
-def e338(env):
+def e352(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
     env.budget.left -= 1
@@ -10587,7 +10979,7 @@ def e338(env):
         t4 = (None)
     return t4
 
-def e339(env):
+def e353(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
     env.budget.left -= 1
@@ -10627,20 +11019,20 @@ def e339(env):
         t4 = (None)
     return t4
 
-def e340(env):
+def e354(env):
     return ('dataloader')
 
-def e341(env):
+def e355(env):
     t1 = env.lookup('where')
     if t1 is None: t1 = Missing('where')
     return t1
 
-def e342(env):
+def e356(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
     return t1
 
-def e343(env):
+def e357(env):
     t1 = env.lookup('mrope')
     if t1 is None: t1 = Missing('mrope')
     if _truth(t1):
@@ -10649,10 +11041,10 @@ def e343(env):
         t2 = ('')
     return t2
 
-def e344(env):
+def e358(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K124
+    t3 = K128
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if _truth(t2):
@@ -10711,10 +11103,10 @@ def e344(env):
         t4 = t24
     return t4
 
-def e345(env):
+def e359(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K125
+    t3 = K129
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if _truth(t2):
@@ -10723,7 +11115,7 @@ def e345(env):
         t4 = ('use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE')
     return t4
 
-def e346(env):
+def e360(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -10731,7 +11123,7 @@ def e346(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K126
+    t4 = K130
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10786,7 +11178,7 @@ def e346(env):
         t5 = False
     return t5
 
-def e347(env):
+def e361(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -10876,10 +11268,10 @@ def e347(env):
         t23 = (None)
     return t23
 
-def e348(env):
+def e362(env):
     return ('dataloader.collator')
 
-def e349(env):
+def e363(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -10894,7 +11286,7 @@ def e349(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e350(env):
+def e364(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -10902,7 +11294,7 @@ def e350(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K127
+    t4 = K131
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10957,7 +11349,7 @@ def e350(env):
         t5 = False
     return t5
 
-def e351(env):
+def e365(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -11007,7 +11399,7 @@ def e351(env):
             t18 = type_name(t17)
             t6.budget.mem -= len(t18)
             if t6.budget.mem < 0: _charge_mem(t6, 0)
-            t20 = K128
+            t20 = K132
             if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t6, t18, t20)
             t19 = _compare('in', t18, t20)
             t15 = (t19 if t19.__class__ is bool else _truth(t19))
@@ -11037,7 +11429,7 @@ def e351(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e352(env):
+def e366(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11045,7 +11437,7 @@ def e352(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e353(env):
+def e367(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11053,7 +11445,7 @@ def e353(env):
     t3 = attr_value(t2, 'rank', 'rank')
     return t3
 
-def e354(env):
+def e368(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -11068,7 +11460,7 @@ def e354(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e355(env):
+def e369(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -11078,7 +11470,7 @@ def e355(env):
         t2 = attr_value(t1, 'converters', 'model.converters')
     return t2
 
-def e356(env):
+def e370(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('conv')
@@ -11123,7 +11515,7 @@ def e356(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e357(env):
+def e371(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('conv')
@@ -11206,7 +11598,7 @@ def e357(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e358(env):
+def e372(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11214,7 +11606,7 @@ def e358(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e359(env):
+def e373(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11227,7 +11619,7 @@ def e359(env):
     t5 = attr_value(t4, 'class', 'class')
     return t5
 
-def e360(env):
+def e374(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('late')
@@ -11250,7 +11642,7 @@ def e360(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t10
 
-def e361(env):
+def e375(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -11258,12 +11650,12 @@ def e361(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K129
+    t4 = K133
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('not in', t2, t4)
     return t3
 
-def e362(env):
+def e376(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11271,7 +11663,7 @@ def e362(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K130
+    t4 = K134
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11349,7 +11741,7 @@ def e362(env):
         t5 = False
     return t5
 
-def e363(env):
+def e377(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -11387,7 +11779,7 @@ def e363(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e364(env):
+def e378(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11395,7 +11787,7 @@ def e364(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e365(env):
+def e379(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11403,7 +11795,7 @@ def e365(env):
     t3 = attr_value(t2, 'name', 'name')
     return t3
 
-def e366(env):
+def e380(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -11416,7 +11808,7 @@ def e366(env):
         t3 = False
     return t3
 
-def e367(env):
+def e381(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11424,7 +11816,7 @@ def e367(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K131
+    t4 = K135
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11482,7 +11874,7 @@ def e367(env):
                 if t21 is None: t21 = Missing('model.attn_backend')
             else:
                 t21 = attr_value(t20, 'attn_backend', 'model.attn_backend')
-            t23 = K132
+            t23 = K136
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
             t22 = _compare('in', t21, t23)
             t19 = (t22 if t22.__class__ is bool else _truth(t22))
@@ -11493,7 +11885,7 @@ def e367(env):
         t5 = False
     return t5
 
-def e368(env):
+def e382(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -11508,7 +11900,7 @@ def e368(env):
         t3 = attr_value(t2, 'context_parallel_ptrr_mask_key', 'config.parallelism.context_parallel_ptrr_mask_key')
     return t3
 
-def e369(env):
+def e383(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('unreadable')
@@ -11580,7 +11972,7 @@ def e369(env):
     t23 = call_value(env, F_any.fn, F_any.cost, False, [t1])
     return t23
 
-def e370(env):
+def e384(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -11593,7 +11985,7 @@ def e370(env):
         t3 = False
     return t3
 
-def e371(env):
+def e385(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -11624,7 +12016,7 @@ def e371(env):
         t7 = False
     return t7
 
-def e372(env):
+def e386(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -11639,7 +12031,7 @@ def e372(env):
         t2 = t5
     return t2
 
-def e373(env):
+def e387(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
@@ -11655,7 +12047,7 @@ def e373(env):
         t4 = ('')
     return t4
 
-def e374(env):
+def e388(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -11674,7 +12066,7 @@ def e374(env):
         t2 = t7
     return t2
 
-def e375(env):
+def e389(env):
     t1 = env.lookup('unknown_key')
     if t1 is None: t1 = Missing('unknown_key')
     if _truth(t1):
@@ -11683,7 +12075,7 @@ def e375(env):
         t2 = ('parallelism.context_parallel_load_balancer')
     return t2
 
-def e376(env):
+def e390(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -11713,7 +12105,7 @@ def e376(env):
         t2 = t14
     return t2
 
-def e377(env):
+def e391(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_type' in t1:
@@ -11727,7 +12119,7 @@ def e377(env):
         t3 = _compare('!=', t2, ('sdpa'))
     return t3
 
-def e378(env):
+def e392(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11735,7 +12127,7 @@ def e378(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K133
+    t4 = K137
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11782,7 +12174,7 @@ def e378(env):
         t5 = False
     return t5
 
-def e379(env):
+def e393(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -11797,7 +12189,7 @@ def e379(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e380(env):
+def e394(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11805,7 +12197,7 @@ def e380(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K134
+    t4 = K138
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11834,7 +12226,7 @@ def e380(env):
         t5 = False
     return t5
 
-def e381(env):
+def e395(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -11907,11 +12299,11 @@ def e381(env):
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t23 = K135
+        t23 = K139
         t5 = t23
     return t5
 
-def e382(env):
+def e396(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -11926,7 +12318,7 @@ def e382(env):
     t4 = index_value(t2, t3, 'model.converters')
     return t4
 
-def e383(env):
+def e397(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     if t1.__class__ is dict and 'fqns_call' in t1:
@@ -11936,7 +12328,7 @@ def e383(env):
         t2 = attr_value(t1, 'fqns_call', 'conv.fqns_call')
     return t2
 
-def e384(env):
+def e398(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -11975,7 +12367,7 @@ def e384(env):
         t3 = (0)
     return t3
 
-def e385(env):
+def e399(env):
     t2 = env.lookup('conv')
     if t2 is None: t2 = Missing('conv')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('fqns'), t2)
@@ -12027,11 +12419,11 @@ def e385(env):
             t6 = t19
         t3 = t6
     else:
-        t20 = K136
+        t20 = K140
         t3 = t20
     return t3
 
-def e386(env):
+def e400(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -12097,7 +12489,7 @@ def e386(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e387(env):
+def e401(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('bad')
@@ -12232,7 +12624,7 @@ def e387(env):
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e388(env):
+def e402(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('hits')
@@ -12260,7 +12652,7 @@ def e388(env):
     t10 = call_value(env, F_min.fn, F_min.cost, False, [t1])
     return t10
 
-def e389(env):
+def e403(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('hits')
@@ -12303,7 +12695,7 @@ def e389(env):
         t13 = index_value(t1, (0), '?')
     return t13
 
-def e390(env):
+def e404(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -12332,7 +12724,7 @@ def e390(env):
         t7 = ('out_features')
     return t7
 
-def e391(env):
+def e405(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('bad')
@@ -12397,7 +12789,7 @@ def e391(env):
     t23 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
     return t23
 
-def e392(env):
+def e406(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('item')
@@ -12439,7 +12831,7 @@ def e392(env):
     t15 = call_value(env, F_any.fn, F_any.cost, False, [t1])
     return t15
 
-def e393(env):
+def e407(env):
     t1 = env.lookup('targets')
     if t1 is None: t1 = Missing('targets')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -12514,16 +12906,16 @@ def e393(env):
         t16 = False
     return t16
 
-def e394(env):
+def e408(env):
     return (True)
 
-def e395(env):
+def e409(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     t2 = attr_value(t1, 'class', 'conv.class')
     return t2
 
-def e396(env):
+def e410(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -12595,52 +12987,52 @@ def e396(env):
         t6 = t22
     return t6
 
-def e397(env):
+def e411(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('Linear')])
     return t3
 
-def e398(env):
+def e412(env):
     t1 = env.lookup('params')
     if t1 is None: t1 = Missing('params')
     t2 = attr_value(t1, 'block', 'params.block')
     return t2
 
-def e399(env):
+def e413(env):
     t1 = env.lookup('patterns')
     if t1 is None: t1 = Missing('patterns')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e400(env):
+def e414(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (1), 'first')
     return t2
 
-def e401(env):
+def e415(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (2), 'first')
     return t2
 
-def e402(env):
+def e416(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (3), 'first')
     return t2
 
-def e403(env):
+def e417(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
     return t1
 
-def e404(env):
+def e418(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
     if t1.__class__ is str:
@@ -12661,7 +13053,7 @@ def e404(env):
         t3 = t7
     return t3
 
-def e405(env):
+def e419(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -12679,7 +13071,7 @@ def e405(env):
         t4 = _compare('>', t3, (0))
     return t4
 
-def e406(env):
+def e420(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -12687,12 +13079,12 @@ def e406(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K137
+    t4 = K141
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e407(env):
+def e421(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -12780,11 +13172,11 @@ def e407(env):
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t28 = K138
+        t28 = K142
         t5 = t28
     return t5
 
-def e408(env):
+def e422(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -12804,7 +13196,7 @@ def e408(env):
         t5 = attr_value(t4, 'fqns_call', 'fqns_call')
     return t5
 
-def e409(env):
+def e423(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     if t1.__class__ is dict and 'num_layers' in t1:
@@ -12814,7 +13206,7 @@ def e409(env):
         t2 = attr_value(t1, 'num_layers', 'call.num_layers')
     return t2
 
-def e410(env):
+def e424(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     if t1.__class__ is dict and 'bf16_tail_fraction' in t1:
@@ -12824,7 +13216,7 @@ def e410(env):
         t2 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
     return t2
 
-def e411(env):
+def e425(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -12843,7 +13235,7 @@ def e411(env):
     t7 = call_value(env, F_int.fn, F_int.cost, False, [t6])
     return t7
 
-def e412(env):
+def e426(env):
     t1 = env.lookup('f')
     if t1 is None: t1 = Missing('f')
     t2 = call_value(env, F_str.fn, F_str.cost, True, [t1])
@@ -12879,17 +13271,17 @@ def e412(env):
         t9 = _binop('+', t2, t8, env)
     return t9
 
-def e413(env):
+def e427(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     return t1
 
-def e414(env):
+def e428(env):
     t1 = env.lookup('f_text')
     if t1 is None: t1 = Missing('f_text')
     return t1
 
-def e415(env):
+def e429(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'converters', 'model.converters')
@@ -12901,12 +13293,12 @@ def e415(env):
     t5 = attr_value(t4, 'class', 'class')
     return t5
 
-def e416(env):
+def e430(env):
     t1 = env.lookup('num_bf16')
     if t1 is None: t1 = Missing('num_bf16')
     return t1
 
-def e417(env):
+def e431(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = attr_value(t1, 'layers_of', 'call.layers_of')
@@ -12926,13 +13318,13 @@ def e417(env):
         t4 = ('')
     return t4
 
-def e418(env):
+def e432(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = attr_value(t1, 'line', 'call.line')
     return t2
 
-def e419(env):
+def e433(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1.__class__ is int:
@@ -13102,300 +13494,314 @@ COMPILED = {
     'ep > 1 or not model.is_moe': (e121, 7, ('ep', 'model')),
     "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (backend in ['deepep', 'hybridep', 'minimal_async_ep'])": (e122, 13, ('backend', 'framework')),
     "'DeepEP' if backend == 'deepep' else ('HybridEP' if backend == 'hybridep' else 'MinimalAsyncEP')": (e123, 11, ('backend',)),
-    "parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e124, 6, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and parallelism.context_parallel_load_balancer != null)": (e125, 15, ('cp', 'framework', 'parallelism')),
-    'parallelism.context_parallel_load_balancer': (e126, 2, ('parallelism',)),
-    'not refused': (e127, 2, ('refused',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1)": (e128, 10, ('cp', 'framework')),
-    "model.family in ['kimi', 'qwen3_5'] or (model.family == 'muse_glimmer' and model.flavor in ['debugmodel_mm', '30B_mm'])": (e129, 18, ('model',)),
-    "'Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).' if model.family == 'kimi' else ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...' if model.family == 'qwen3_5' else 'context parallel is not supported for the Muse Glimmer vision encoder.')": (e130, 13, ('model',)),
-    'why': (e131, 1, ('why',)),
-    "', tensor' if model.family != 'kimi' else ''": (e132, 7, ('model',)),
-    'steps <= 1': (e133, 3, ('steps',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (model.name == 'flux')": (e134, 10, ('framework', 'model')),
-    'training.num_tokens_per_microbatch_per_dp_rank * batch': (e135, 4, ('batch', 'training')),
-    'total // per_iter if total > 0 else 1': (e136, 8, ('per_iter', 'total')),
-    'steps': (e137, 1, ('steps',)),
-    'per_iter // batch': (e138, 3, ('batch', 'per_iter')),
-    "model.attn_backend in ['flex', 'flex_flash', 'varlen']": (e139, 7, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.family in ['llama3', 'deepseek_v3', 'qwen3', 'qwen3_5', 'gpt_oss', 'kimi', 'muse_glimmer'] and model.attn_backend != null)": (e140, 23, ('framework', 'model')),
-    "'sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.' if model.attn_backend == 'sdpa' else 'Unknown backend: ' + model.attn_backend": (e141, 10, ('model',)),
-    "model.moe_comm_backend in ['standard', 'deepep', 'hybridep', 'minimal_async_ep']": (e142, 8, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.is_moe and model.moe_comm_backend != null)": (e143, 14, ('framework', 'model')),
-    'model.moe_comm_backend': (e144, 2, ('model',)),
-    "pipeline.schedule != 'PipelineScheduleSingle'": (e145, 4, ('pipeline',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1 and pipeline.schedule != null)": (e146, 15, ('framework', 'pipeline', 'pp')),
-    'parallelism.pipeline_parallel_schedule': (e147, 2, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (parallelism.spmd_backend != null)": (e148, 11, ('framework', 'parallelism')),
-    "(model.family == 'muse_glimmer' and parallelism.spmd_backend != 'spmd_types') or (framework_version == '0.3.0' and model.family in ['kimi', 'qwen3_5'] and parallelism.spmd_backend == 'full_dtensor')": (e149, 25, ('framework_version', 'model', 'parallelism')),
-    '(\'Muse Glimmer only supports spmd_backend="spmd_types"; got "\' + parallelism.spmd_backend + \'".\') if model.family == \'muse_glimmer\' else \'full_dtensor is not supported yet.\'': (e150, 12, ('model', 'parallelism')),
-    "model.name != 'gpt_oss'": (e151, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (model.name == 'flux')": (e152, 11, ('framework', 'model')),
-    "config.optimizer.name in ['Adam', 'AdamW']": (e153, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.name != null)": (e154, 11, ('config', 'framework')),
-    'config.optimizer.name': (e155, 3, ('config',)),
-    "config.optimizer.param_groups[item].optimizer_name in ['Adam', 'AdamW', 'DistMuon']": (e156, 11, ('config', 'item')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.optimizer.param_groups[item].optimizer_name != null)": (e157, 15, ('config', 'framework', 'item')),
-    "range(len(config.optimizer.param_groups)) if 'optimizer' in config and 'param_groups' in config.optimizer and type(config.optimizer.param_groups) == 'list' else []": (e158, 22, ('config',)),
-    'config.optimizer.param_groups[item].pattern': (e159, 6, ('config', 'item')),
-    'config.optimizer.param_groups[item].optimizer_name': (e160, 6, ('config', 'item')),
-    'config.checkpoint.enable == true': (e161, 5, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e162, 18, ('config', 'framework')),
-    'world_size == 1': (e163, 3, ('world_size',)),
-    "config.compile.enable == true and 'model' in config.compile.components": (e164, 11, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.activation_checkpoint['class'] == 'MemoryBudgetAC.Config')": (e165, 16, ('config', 'framework', 'trainer')),
-    'config.compile.enable': (e166, 3, ('config',)),
-    'config.compile.components': (e167, 3, ('config',)),
-    'config.checkpoint.keep_latest_k != 1': (e168, 5, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e169, 22, ('config', 'framework', 'framework_version')),
-    "'when the config is built' if framework_version != '0.2.x' else 'when the checkpointer is built'": (e170, 6, ('framework_version',)),
-    'not (config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false) and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_model_only == false)': (e171, 25, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e172, 16, ('config', 'framework', 'framework_version')),
-    "'checkpoint.last_save_in_hf = true with last_save_model_only = false' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_in_hf = true with initial_load_model_only = false'": (e173, 14, ('config',)),
-    "'torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)' if framework_version != '0.2.x' else 'torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one'": (e174, 6, ('framework_version',)),
-    "'checkpoint.last_save_model_only|checkpoint.last_save_in_hf' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf'": (e175, 14, ('config',)),
-    "'last_save_model_only' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'initial_load_model_only'": (e176, 14, ('config',)),
-    "config.checkpoint.async_mode in ['disabled', 'async', 'async_with_pinned_mem', 'DISABLED', 'ASYNC', 'ASYNC_WITH_PINNED_MEM', 'Disabled', 'Async', 'Async_with_pinned_mem']": (e177, 14, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.async_mode) == 'string')": (e178, 13, ('config', 'framework')),
-    'config.checkpoint.async_mode': (e179, 3, ('config',)),
-    "'model' not in config.checkpoint.exclude_from_loading and (framework_version != 'main@b5bcd76c6' or 'optimizer' not in config.checkpoint.exclude_from_loading or 'lr_scheduler' in config.checkpoint.exclude_from_loading)": (e180, 21, ('config', 'framework_version')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.exclude_from_loading) == 'list')": (e181, 13, ('config', 'framework')),
-    'config.checkpoint.exclude_from_loading': (e182, 3, ('config',)),
-    "'the model is what a checkpoint restores: ' if 'model' in config.checkpoint.exclude_from_loading else 'the learning-rate schedulers hold the optimizers: '": (e183, 8, ('config',)),
-    '"model key shouldn\'t be in exclude_from_loading." if \'model\' in config.checkpoint.exclude_from_loading else \'lr_scheduler must be excluded when optimizer is excluded.\'': (e184, 8, ('config',)),
-    '\'drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)\' if \'model\' in config.checkpoint.exclude_from_loading else \'add "lr_scheduler" to exclude_from_loading\'': (e185, 8, ('config',)),
-    'ep == 1 and pp == 1': (e186, 7, ('ep', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.early_step_in_backward == true)": (e187, 11, ('config', 'framework')),
-    "'expert_parallel_degree = ' + str(ep) if ep > 1 else 'pipeline_parallel_degree = ' + str(pp)": (e188, 12, ('ep', 'pp')),
-    "'Expert' if ep > 1 else 'Pipeline'": (e189, 6, ('ep',)),
-    "'expert_parallel_degree' if ep > 1 else 'pipeline_parallel_degree'": (e190, 6, ('ep',)),
-    'config.quantize.linear.float8.enable_fsdp_float8_all_gather != true': (e191, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.float8' in config.model.converters and config.quantize.linear.float8.recipe_name != null)": (e192, 26, ('config', 'framework')),
-    'config.quantize.linear.float8.recipe_name': (e193, 5, ('config',)),
-    'pp == 1 and cp == 1': (e194, 7, ('cp', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.grouped_mm.float8' in config.model.converters)": (e195, 18, ('config', 'framework')),
-    "'pipeline_parallel_degree = ' + str(pp) if pp > 1 else 'context_parallel_degree = ' + str(cp)": (e196, 12, ('cp', 'pp')),
-    "'pipeline' if pp > 1 else 'context'": (e197, 6, ('pp',)),
-    "'pipeline_parallel_degree' if pp > 1 else 'context_parallel_degree'": (e198, 6, ('pp',)),
-    'tp == 1': (e199, 3, ('tp',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.mx' in config.model.converters and config.compile.enable == true and 'model' in config.compile.components)": (e200, 30, ('config', 'framework')),
-    "not (any([c in ['quantize.linear.float8', 'quantize.grouped_mm.float8'] for c in config.model.converters]) and any([c in ['quantize.linear.mx', 'quantize.grouped_mm.mx'] for c in config.model.converters]))": (e201, 22, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list')": (e202, 12, ('config', 'framework')),
-    'config.model.converters': (e203, 3, ('config',)),
-    'batch == 1': (e204, 3, ('batch',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (config.dataloader.repeat == false)": (e205, 11, ('config', 'framework')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint) == 'table' and config.checkpoint['class'] != null)": (e206, 19, ('config', 'framework')),
-    '[x for x in [[strip(config.checkpoint.folder) == \'\', \'checkpoint.folder\', "ValueError: The \'folder\' field cannot be empty.", "name a folder (the default is \'checkpoint\')", config.checkpoint.folder], [config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\' and not startswith(strip(config.checkpoint.initial_load_path), \'/\') and not (\'://\' in config.checkpoint.initial_load_path), \'checkpoint.initial_load_path\', "ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)", "write an absolute path (/...) or a remote URI (gs://..., s3://...)", config.checkpoint.initial_load_path], [config.checkpoint.interval < 1, \'checkpoint.interval\', "ValueError: Checkpoint interval needs to be at least 1 step.", "use interval >= 1", config.checkpoint.interval], [config.checkpoint.keep_latest_k < 0, \'checkpoint.keep_latest_k\', "ValueError: keep_latest_k cannot be negative.", "use keep_latest_k = 0 (keep all) or >= 2", config.checkpoint.keep_latest_k], [config.checkpoint.initial_load_in_hf_quantized == true and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\'), \'checkpoint.initial_load_in_hf_quantized\', "ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.", "set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized", config.checkpoint.initial_load_in_hf_quantized], [config.checkpoint.last_save_in_hf == true and \'://\' in config.checkpoint.folder, \'checkpoint.folder|checkpoint.last_save_in_hf\', "ValueError: last_save_in_hf is not supported with a remote checkpoint.folder", "save in DCP format to a remote folder, or in Hugging Face format to a local one", config.checkpoint.folder], [config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and \'://\' in config.checkpoint.initial_load_path, \'checkpoint.initial_load_path\', "ValueError: initial_load_in_hf is not supported with a remote initial_load_path", "copy the Hugging Face checkpoint to a local path", config.checkpoint.initial_load_path]] if x[0]]': (e207, 149, ('config',)),
-    'item[4]': (e208, 3, ('item',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e209, 17, ('config', 'framework')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e210, 21, ('config', 'framework', 'framework_version')),
-    "framework.id in ['torchtitan@0.2.x'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e211, 15, ('config', 'framework', 'framework_version')),
-    "config.model.name != 'flux' and config.compile.enable == true and 'model' in config.compile.components": (e212, 17, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'memory_budget')": (e213, 11, ('config', 'framework')),
-    "'model flux (its parallelize never compiles the model for it)' if config.model.name == 'flux' else 'compile.enable = ' + str(config.compile.enable) + ' and compile.components = [' + join(config.compile.components) + ']'": (e214, 22, ('config',)),
-    '\'use mode = "full" or "selective" on flux\' if config.model.name == \'flux\' else \'set [compile] enable = true with "model" in components, or use mode = "full" or "selective"\'': (e215, 8, ('config',)),
-    "config.activation_checkpoint.selective_ac_option == 'op' or isdigit(config.activation_checkpoint.selective_ac_option)": (e216, 10, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'selective')": (e217, 11, ('config', 'framework')),
-    'config.activation_checkpoint.selective_ac_option': (e218, 3, ('config',)),
-    'config.checkpoint.initial_load_in_hf == true': (e219, 5, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.enable == true and config.checkpoint.initial_load_in_hf_quantized == true)": (e220, 17, ('config', 'framework')),
-    'ep != null and ep > 1 and (etp == null or etp <= 1)': (e221, 15, ('ep', 'etp')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.parallelism.expert_parallel_comm_backend == 'deepep' and config.model.name in ['llama4', 'deepseek_v3'])": (e222, 19, ('config', 'framework')),
-    "'expert_parallel_degree = ' + str(ep) if ep == null or ep <= 1 else 'expert_tensor_parallel_degree = ' + str(etp)": (e223, 16, ('ep', 'etp')),
-    'config.model.name': (e224, 3, ('config',)),
-    "'ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.' if ep == null or ep <= 1 else 'NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.'": (e225, 10, ('ep',)),
-    '\'set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"\' if ep == null or ep <= 1 else \'set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"\'': (e226, 10, ('ep',)),
-    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise') in ['rowwise', 'rowwise_with_gw_hp']": (e227, 11, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.model.name == 'deepseek_v3' and tp != null and tp > 1 and type(config.model.converters) == 'list' and 'float8' in config.model.converters)": (e228, 32, ('config', 'framework', 'tp')),
-    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise, the default')": (e229, 7, ('config',)),
-    "config.activation_checkpoint.mode == 'none'": (e230, 5, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.model.name in ['llama4', 'qwen3', 'deepseek_v3', 'gpt_oss'] and ep != null and ep > 1 and pp != null and pp > 1 and config.parallelism.pipeline_parallel_expert_parallel_overlap == true and lower(config.parallelism.pipeline_parallel_schedule) == 'dualpipev')": (e231, 44, ('config', 'ep', 'framework', 'pp')),
-    'config.parallelism.pipeline_parallel_schedule': (e232, 3, ('config',)),
-    'config.activation_checkpoint.mode': (e233, 3, ('config',)),
-    "config.activation_checkpoint['class'] != 'SelectiveAC.Config'": (e234, 6, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.debug.spmd_typechecking == true and parallelism.spmd_backend == 'spmd_types' and model.attn_backend in ['flex', 'flex_flash'])": (e235, 27, ('config', 'framework', 'model', 'parallelism', 'trainer')),
-    "config.activation_checkpoint['class'] == 'FullAC.Config' or ('memory_policy' in keys(config.compile) and coalesce(config.compile.memory_policy, 'none') == 'full')": (e236, 20, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and ep != null and ep > 1)": (e237, 25, ('ep', 'framework', 'model', 'trainer')),
-    "coalesce(config.activation_checkpoint['class'], 'none')": (e238, 6, ('config',)),
-    'tokens % shards == 0': (e239, 5, ('shards', 'tokens')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e240, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
-    'cp * tp': (e241, 3, ('cp', 'tp')),
-    'shards': (e242, 1, ('shards',)),
-    'shards * max(1, tokens // shards)': (e243, 7, ('shards', 'tokens')),
-    'shards * (tokens // shards + 1)': (e244, 7, ('shards', 'tokens')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e245, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
-    "config.parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e246, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer != null and config.parallelism.context_parallel_load_balancer != '')": (e247, 21, ('config', 'cp', 'framework')),
-    'config.parallelism.context_parallel_load_balancer': (e248, 3, ('config',)),
-    'not bad_vision and not bad_linear': (e249, 5, ('bad_linear', 'bad_vision')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and tp > 1)": (e250, 13, ('framework', 'tp', 'trainer')),
-    "model.family in ['kimi', 'muse_glimmer'] and model.vision_n_heads != null and model.vision_n_heads % tp != 0": (e251, 18, ('model', 'tp')),
-    'model.linear_key_heads != null and model.linear_value_heads != null and (model.linear_key_heads % tp != 0 or model.linear_value_heads % tp != 0)': (e252, 23, ('model', 'tp')),
-    'model.vision_n_heads if bad_vision else gcd(model.linear_key_heads, model.linear_value_heads)': (e253, 9, ('bad_vision', 'model')),
-    '[t for t in (choices.tp if choices != null else divisors(limit)) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and limit % t == 0]': (e254, 27, ('choices', 'gpus_per_node', 'limit')),
-    "'vision encoder has ' + str(model.vision_n_heads) + ' heads' if bad_vision else 'gated DeltaNet layers have ' + str(model.linear_key_heads) + ' key and ' + str(model.linear_value_heads) + ' value heads'": (e255, 22, ('bad_vision', 'model')),
-    "'asserts: vision num_heads (' + str(model.vision_n_heads) + ') must be divisible by TP degree (' + str(tp) + ')' if bad_vision and model.family == 'muse_glimmer' else ('raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide vision num_heads (' + str(model.vision_n_heads) + ').' if bad_vision else 'raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide n_key_heads (' + str(model.linear_key_heads) + ') and n_value_heads (' + str(model.linear_value_heads) + ').')": (e256, 51, ('bad_vision', 'model', 'tp')),
-    'training.max_context_length <= model.rope_max_len': (e257, 5, ('model', 'training')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.rope_max_len != null and training.max_context_length != null)": (e258, 18, ('framework', 'model', 'trainer', 'training')),
-    'training.max_context_length': (e259, 2, ('training',)),
-    'model.rope_max_len': (e260, 2, ('model',)),
-    'training.seq_len <= model.rope_max_len': (e261, 5, ('model', 'training')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.rope_max_len != null and training.seq_len != null)": (e262, 18, ('framework', 'model', 'trainer', 'training')),
-    'model.validator == true': (e263, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.validation.enable == true and model.validator != null)": (e264, 16, ('config', 'framework', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.num_mtp_layers != null and model.num_mtp_layers > 0)": (e265, 16, ('framework', 'model')),
-    'model.num_mtp_layers': (e266, 2, ('model',)),
-    'keys.pp if pp > 1 else keys.cp': (e267, 8, ('keys', 'pp')),
-    "'use pipeline_parallel_degree = 1' if pp > 1 else 'use context_parallel_degree = 1'": (e268, 6, ('pp',)),
-    "' and context_parallel_degree = 1' if pp > 1 and cp > 1 else ''": (e269, 10, ('cp', 'pp')),
-    "config.compile.backend in ['inductor', 'aot_eager']": (e270, 7, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.compile['class'] == 'CompileConfig' and config.compile.enable == true and type(config.compile.components) == 'list' and 'model' in config.compile.components and model.attn_backend in ['flex', 'flex_flash'] and config.compile.backend != null)": (e271, 48, ('config', 'framework', 'model', 'trainer')),
-    'config.compile.backend': (e272, 3, ('config',)),
-    "parallelism.spmd_backend == 'spmd_types' and parallelism.enable_sequence_parallel == true": (e273, 9, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.tp_gemm_backend == 'dist_gemm' and parallelism.spmd_backend != null and parallelism.enable_sequence_parallel != null)": (e274, 21, ('framework', 'model', 'parallelism')),
-    '\'spmd_backend = "\' + parallelism.spmd_backend + \'"\' if parallelism.spmd_backend != \'spmd_types\' else \'enable_sequence_parallel = false\'': (e275, 12, ('parallelism',)),
-    "'parallelism.spmd_backend=spmd_types' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e276, 7, ('parallelism',)),
-    "'parallelism.spmd_backend' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e277, 7, ('parallelism',)),
-    '\'use spmd_backend = "spmd_types" (the default)\' if parallelism.spmd_backend != \'spmd_types\' else \'set enable_sequence_parallel = True (the default)\'': (e278, 7, ('parallelism',)),
-    "parallelism.spmd_backend != 'full_dtensor'": (e279, 4, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0'] and (model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and parallelism.spmd_backend != null)": (e280, 18, ('framework', 'model', 'parallelism')),
-    'model.registered == true': (e281, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (model.registered != null and config.experimental.custom_import == '')": (e282, 16, ('config', 'framework', 'model')),
-    "(sdpa_only and model.attn_type == 'sdpa') or (llama3_args and model.attn_type != 'varlen')": (e283, 13, ('llama3_args', 'model', 'sdpa_only')),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and model.attn_type != null and (sdpa_only or llama3_args))": (e284, 18, ('cp', 'framework', 'llama3_args', 'model', 'sdpa_only')),
-    "model.name in ['deepseek_v3', 'autoparallel.deepseek_v3', 'compiler_toolkit.deepseek_v3', 'simple_fsdp.deepseek_v3', 'llama4', 'qwen3']": (e285, 10, ('model',)),
-    "model.name in ['llama3', 'llama3_ft', 'autoparallel.llama3', 'compiler_toolkit.llama3', 'simple_fsdp.llama3']": (e286, 9, ('model',)),
-    'model.attn_type': (e287, 2, ('model',)),
-    "'Context Parallel only supports SDPA attention.' if sdpa_only else 'Context Parallel only supports SDPA and FlexAttention.'": (e288, 4, ('sdpa_only',)),
-    "'sdpa' if sdpa_only else 'sdpa or flex'": (e289, 4, ('sdpa_only',)),
-    "framework.id in ['torchtitan@0.3.0']": (e290, 5, ('framework',)),
-    '[x for x in ([[len(sources) > 0 and any([v != infinite[0] for v in infinite]), \'ValueError: All data sources must have the same \' + chr_q + \'infinite\' + chr_q + \' setting (\' + join([names[i] + \': infinite=\' + (\'True\' if infinite[i] else \'False\') for i in range(len(sources))], \', \') + \')\', \'give every source the same infinite= (the default is True)\', cfg], [any([type(w) in [\'int\', \'float\'] and w < 0 for w in weights]), \'ValueError: All weights must be non-negative (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'use weights >= 0; a weight is a source\' + chr_q + \'s share of the tokens\', build], [len(sources) > 0 and all([type(w) in [\'int\', \'float\'] and w >= 0 for w in weights]) and sum(weights) == 0, \'ValueError: Sum of weights must be positive (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'give at least one source a weight > 0\', build], [type(config.dataloader.stopping_strategy) == \'string\' and config.dataloader.stopping_strategy not in [\'on_first_exhausted\', \'all_exhausted\'], \'ValueError: stopping_strategy must be \' + chr_q + \'on_first_exhausted\' + chr_q + \' or \' + chr_q + \'all_exhausted\' + chr_q + \', got \' + chr_q + str(config.dataloader.stopping_strategy) + chr_q, \'use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"\', build]] if readable else []) if x[0]]': (e291, 164, ('build', 'cfg', 'chr_q', 'config', 'infinite', 'names', 'readable', 'sources', 'weights')),
-    'config.dataloader.sources': (e292, 3, ('config',)),
-    '[coalesce(s.weight, 1) for s in sources]': (e293, 6, ('sources',)),
-    '[coalesce(s.infinite, true) for s in sources]': (e294, 6, ('sources',)),
-    "[str(coalesce(s.dataset, s.dataset_path, '')) for s in sources]": (e295, 9, ('sources',)),
-    "'when it builds the config (the Config' + chr_q + 's __post_init__)'": (e296, 5, ('chr_q',)),
-    "'when the trainer builds the dataloader (InterleavedDataset), before the first step'": (e297, 1, ()),
-    "framework.id == 'torchtitan@0.3.0' and config.dataloader.class in ['InterleavedHuggingFaceTextDataLoader.Config', 'InterleavedChatDataLoader.Config'] and type(sources) == 'list' and all([type(s) == 'table' for s in sources])": (e298, 25, ('config', 'framework', 'sources')),
-    'config.dataloader.class': (e299, 3, ('config',)),
-    "join(names, ', ')": (e300, 3, ('names',)),
-    'len(unknown) == 0': (e301, 4, ('unknown',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.enable == true and type(config.checkpoint.exclude_from_loading) == 'list' and (framework_version == '0.2.x' or config.checkpoint.class == 'CheckpointManager.Config'))": (e302, 30, ('config', 'framework', 'framework_version')),
-    "['model', 'optimizer', 'lr_scheduler', 'dataloader', 'train_state']": (e303, 6, ()),
-    '[k for k in config.checkpoint.exclude_from_loading if k not in states]': (e304, 8, ('config', 'states')),
-    '[str(k) for k in config.checkpoint.exclude_from_loading]': (e305, 6, ('config',)),
-    "join(exclude, ', ')": (e306, 3, ('exclude',)),
-    "join(unknown, ', ')": (e307, 3, ('unknown',)),
-    "'is not a state' if len(unknown) == 1 else 'are not states'": (e308, 7, ('unknown',)),
-    "join(states, ', ')": (e309, 3, ('states',)),
-    'unknown[0]': (e310, 3, ('unknown',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6']": (e311, 5, ('framework',)),
-    "([x for x in [['checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'checkpoint.folder (under dump_folder)', folder, 'checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'dump_folder'], ['checkpoint.initial_load_path', config.checkpoint.initial_load_path, 'checkpoint.initial_load_path']] if type(x[1]) == 'string' and x[1] != '' and '://' in x[1]]) if applies else []": (e312, 58, ('applies', 'config', 'folder')),
-    "config.checkpoint.folder if '://' in config.checkpoint.folder or startswith(config.checkpoint.folder, '/') or '://' not in config.dump_folder else config.dump_folder + '/' + config.checkpoint.folder": (e313, 28, ('config',)),
-    "framework.id == 'torchtitan@main@b5bcd76c6' and config.checkpoint.class == 'TorchCheckpointingManager.Config' and config.checkpoint.enable == true and type(config.checkpoint.folder) == 'string' and type(config.dump_folder) == 'string'": (e314, 29, ('config', 'framework')),
-    "'checkpoint.initial_load_path' if item[2] == 'checkpoint.initial_load_path' else 'checkpoint.folder'": (e315, 8, ('item',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0']": (e316, 6, ('framework',)),
-    '[[x[0], x[1], x[2], x[3], x[4], lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]] for x in plain + srcs + val + v02 if (lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]) not in datasets.registries[x[2]].names]': (e317, 62, ('datasets', 'plain', 'srcs', 'v02', 'val')),
-    "framework_version == '0.3.0' and type(config.dataloader) == 'table'": (e318, 9, ('config', 'framework_version')),
-    "[['dataloader.dataset', config.dataloader.dataset, datasets.loaders[config.dataloader.class], config.dataloader.class, 'dataloader.dataset']] if reg and config.dataloader.class in keys(datasets.loaders) and type(config.dataloader.dataset) == 'string' else []": (e319, 34, ('config', 'datasets', 'reg')),
-    "[['dataloader.sources', s[i].dataset, datasets.source_loaders[config.dataloader.class], config.dataloader.class, 'dataloader.sources[' + str(i) + '].dataset'] for i in range(0, len(s)) if type(s[i]) == 'table' and type(s[i].dataset) == 'string'] if reg and config.dataloader.class in keys(datasets.source_loaders) and type(config.dataloader.sources) == 'list' else []": (e320, 58, ('config', 'datasets', 'reg', 's')),
-    "[['validator.dataloader.dataset', config.validator.dataloader.dataset, datasets.loaders[config.validator.dataloader.class], config.validator.dataloader.class + ' (the validator)', 'validator.dataloader.dataset']] if framework_version == '0.3.0' and type(config.validator) == 'table' and config.validator.enable == true and type(config.validator.dataloader) == 'table' and config.validator.dataloader.class in keys(datasets.loaders) and type(config.validator.dataloader.dataset) == 'string' else []": (e321, 62, ('config', 'datasets', 'framework_version')),
-    "[['training.dataset', config.training.dataset, datasets.models[config.model.name], 'model ' + config.model.name, 'training.dataset']] if framework_version == '0.2.x' and type(config.model.name) == 'string' and config.model.name in keys(datasets.models) and type(config.training.dataset) == 'string' else []": (e322, 45, ('config', 'datasets', 'framework_version')),
-    'framework_version': (e323, 1, ('framework_version',)),
-    "join(datasets.registries[item[2]].names, ', ')": (e324, 9, ('datasets', 'item')),
-    'item[5]': (e325, 3, ('item',)),
-    "[] if framework_version != 'main@b5bcd76c6' else [['ValueError: num_packing_bins must be positive (num_packing_bins = ' + str(n.num_packing_bins) + ')', 'when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)', 'use num_packing_bins >= 1 (the default is 8)'] for n in nodes if 'num_packing_bins' in keys(n) and type(n.num_packing_bins) == 'int' and n.num_packing_bins <= 0] + [['ValueError: DatasetMixConfig requires finite, positive-weight datasets (' + ('no datasets' if len(n.datasets) == 0 else 'weights ' + join([str(d.weight) if 'weight' in keys(d) else '1.0' for d in n.datasets], ', ')) + ')', 'when the trainer builds the dataloader (DatasetMixConfig.build), before the first step', 'give the mix at least one dataset' if len(n.datasets) == 0 else 'give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and ((len(n.datasets) == 0 and n['class'] == 'DatasetMixConfig') or any([type(d) == 'table' and 'weight' in keys(d) and type(d.weight) in ['int', 'float'] and (str(d.weight) in ['inf', '-inf', 'nan'] or d.weight <= 0) for d in n.datasets]))] + [['TypeError: DatasetConcatConfig requires map-style children (it has none)', 'when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step', 'give the concatenation at least one map-style dataset (a random-access source)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and len(n.datasets) == 0 and n['class'] == 'DatasetConcatConfig'] + [['ValueError: first-class Hugging Face fields repeated in kwargs: [' + join([chr_q + k + chr_q for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ']', 'when it builds the config (the Hugging Face source Config' + chr_q + 's __post_init__)', 'pass ' + join([k for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ' as the source' + chr_q + 's own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'] for n in nodes if 'source' in keys(n) and type(n.source) == 'table' and 'load_dataset_kwargs' in keys(n.source) and type(n.source.load_dataset_kwargs) == 'table' and any([k in hf for k in keys(n.source.load_dataset_kwargs)])]": (e326, 241, ('chr_q', 'framework_version', 'hf', 'nodes')),
-    "config.dataloader.dataset if type(config.dataloader) == 'table' and 'dataset' in keys(config.dataloader) and type(config.dataloader.dataset) == 'table' else null": (e327, 23, ('config',)),
-    "(d.dataset if type(d) == 'table' and 'dataset' in keys(d) and type(d.dataset) == 'table' else null)": (e328, 19, ('d',)),
-    "(d2.dataset if type(d2) == 'table' and 'dataset' in keys(d2) and type(d2.dataset) == 'table' else null)": (e329, 19, ('d2',)),
-    "(d3.dataset if type(d3) == 'table' and 'dataset' in keys(d3) and type(d3.dataset) == 'table' else null)": (e330, 19, ('d3',)),
-    "[c for c in [d, d2, d3, d4] if type(c) == 'table']": (e331, 11, ('d', 'd2', 'd3', 'd4')),
-    "[x for x in ([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list'][0] if len([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list']) > 0 else []) if type(x) == 'table']": (e332, 41, ('chain',)),
-    "chain + items + [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] + [y.dataset for y in [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] if 'dataset' in keys(y) and type(y.dataset) == 'table']": (e333, 46, ('chain', 'items')),
-    "['split', 'name', 'revision', 'streaming']": (e334, 5, ()),
-    "order in ['block', 'raster'] and not (mrope and order != 'block')": (e335, 12, ('mrope', 'order')),
-    "framework.id in ['torchtitan@0.3.0'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e336, 21, ('config', 'framework', 'mrope', 'order')),
-    "config.dataloader if framework_version == '0.3.0' and config.dataloader.class == 'MMDataLoader.Config' else null": (e337, 13, ('config', 'framework_version')),
-    "(c.patch_order if 'patch_order' in keys(c) and c.patch_order != null else 'block') if type(c) == 'table' else null": (e338, 19, ('c',)),
-    "(c.build_mrope_positions if 'build_mrope_positions' in keys(c) and c.build_mrope_positions != null else false) if type(c) == 'table' else null": (e339, 19, ('c',)),
-    "'dataloader'": (e340, 1, ()),
-    'where': (e341, 1, ('where',)),
-    'order': (e342, 1, ('order',)),
-    "' with build_mrope_positions = True' if mrope else ''": (e343, 4, ('mrope',)),
-    "'patch_order must be ' + chr_q + 'block' + chr_q + ' or ' + chr_q + 'raster' + chr_q + ', got ' + chr_q + order + chr_q if order not in ['block', 'raster'] else 'MRoPE requires patch_order=' + chr_q + 'block' + chr_q + ', got ' + chr_q + order + chr_q": (e344, 44, ('chr_q', 'order')),
-    '\'use patch_order="block" (the default) or "raster"\' if order not in [\'block\', \'raster\'] else \'use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE\'': (e345, 8, ('order',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e346, 21, ('config', 'framework', 'mrope', 'order')),
-    "config.dataloader.collator if framework_version == 'main@b5bcd76c6' and 'collator' in keys(config.dataloader) and type(config.dataloader.collator) == 'table' and ('patch_order' in keys(config.dataloader.collator) or 'build_mrope_positions' in keys(config.dataloader.collator)) else null": (e347, 35, ('config', 'framework_version')),
-    "'dataloader.collator'": (e348, 1, ()),
-    'len(bad) == 0': (e349, 4, ('bad',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and any([c.kind == 'lora' for c in model.converters]))": (e350, 21, ('framework', 'model')),
-    "[c for c in model.converters if c.kind == 'lora' and 'rank' in c and type(c.rank) in ['int', 'float', 'null'] and c.rank <= 0]": (e351, 26, ('model',)),
-    'bad[0].class': (e352, 4, ('bad',)),
-    'bad[0].rank': (e353, 4, ('bad',)),
-    'len(late) == 0': (e354, 4, ('late',)),
-    'model.converters': (e355, 2, ('model',)),
-    "[i for i in range(len(conv)) if conv[i].kind == 'lora']": (e356, 11, ('conv',)),
-    "[conv[i] for i in range(len(conv)) if len(loras) > 0 and i > loras[0] and conv[i].kind == 'quantization']": (e357, 24, ('conv', 'loras')),
-    'late[0].class': (e358, 4, ('late',)),
-    'conv[loras[0]].class': (e359, 6, ('conv', 'loras')),
-    'join([c.class for c in late])': (e360, 5, ('late',)),
-    "model.moe_comm_backend not in ['deepep', 'minimal_async_ep']": (e361, 6, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and model.is_moe == true and model.moe_comm_backend != null and any([c.pads_dispatcher == true for c in model.converters]))": (e362, 31, ('framework', 'model')),
-    '[c for c in model.converters if c.pads_dispatcher == true]': (e363, 8, ('model',)),
-    'padding[0].class': (e364, 4, ('padding',)),
-    'padding[0].name': (e365, 4, ('padding',)),
-    'not missing and not unknown_key': (e366, 5, ('missing', 'unknown_key')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer != false and cp > 1 and lb == 'ptrr' and model.attn_masks == 'dict' and model.attn_backend in ['flex', 'flex_flash'])": (e367, 31, ('cp', 'framework', 'lb', 'model', 'trainer')),
-    'config.parallelism.context_parallel_ptrr_mask_key': (e368, 3, ('config',)),
-    "any(['context_parallel_ptrr_mask_key' in u.key or u.key == 'parallelism' or 'parallelism.*' in u.key or u.key == '' for u in unreadable])": (e369, 22, ('unreadable',)),
-    'mask_key == null and not key_unread': (e370, 6, ('key_unread', 'mask_key')),
-    'mask_key != null and model.attn_mask_keys != null and mask_key not in model.attn_mask_keys': (e371, 13, ('mask_key', 'model')),
-    '\'context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key\' if missing else \'context_parallel_ptrr_mask_key = "\' + mask_key + \'"\'': (e372, 8, ('mask_key', 'missing')),
-    "' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else ''": (e373, 13, ('model',)),
-    '\'PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.\' if missing else \'context_parallel_ptrr_mask_key \' + "\'" + mask_key + "\'" + \' is not a key in attention_masks.\'': (e374, 12, ('mask_key', 'missing')),
-    "'parallelism.context_parallel_ptrr_mask_key' if unknown_key else 'parallelism.context_parallel_load_balancer'": (e375, 4, ('unknown_key',)),
-    "'set context_parallel_ptrr_mask_key to the mask the balancer is built from' + (' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else '') if missing else 'name one of the masks the model builds: ' + join(model.attn_mask_keys)": (e376, 22, ('missing', 'model')),
-    "model.attn_type != 'sdpa'": (e377, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer == 'ptrr' and model.attn_type != null)": (e378, 20, ('config', 'cp', 'framework', 'model')),
-    'len(hits) == 0': (e379, 4, ('hits',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (not lora_before and (call == null or upto > 0))": (e380, 17, ('call', 'framework', 'lora_before', 'upto')),
-    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter] if type(model.converters) == 'list' else []": (e381, 21, ('model', 'params')),
-    'model.converters[item]': (e382, 4, ('item', 'model')),
-    'conv.fqns_call': (e383, 2, ('conv',)),
-    'int(call.num_layers - (-((-(call.num_layers * call.bf16_tail_fraction)) // 1))) if call != null else 0': (e384, 18, ('call',)),
-    "(['layers.' + str(i) + '.' for i in range(upto)] if call != null else conv.fqns) if 'fqns' in conv else []": (e385, 20, ('call', 'conv', 'upto')),
-    '[e for e in model.linears if e.in_features % params.block != 0 or e.out_features % params.block != 0]': (e386, 19, ('model', 'params')),
-    '[[e.order[k], e.fqns[k], e.in_features, e.out_features, e.fqn] for e in bad for k in range(len(e.fqns)) if len(targets) == 0 or any([t in e.fqns[k] for t in targets])]': (e387, 35, ('bad', 'targets')),
-    'min([h[0] for h in hits])': (e388, 6, ('hits',)),
-    '[h for h in hits if h[0] == first_at][0]': (e389, 10, ('first_at', 'hits')),
-    "'in_features' if first[2] % params.block != 0 else 'out_features'": (e390, 11, ('first', 'params')),
-    'sorted([e.fqn for e in bad if any([h[4] == e.fqn for h in hits])])': (e391, 14, ('bad', 'hits')),
-    "any([model.converters[j].kind == 'lora' for j in range(item)])": (e392, 11, ('item', 'model')),
-    "len(targets) == 0 and any([h[1] == 'lm_head' for h in hits]) and len([h for h in hits if h[1] != 'lm_head']) == 0": (e393, 25, ('hits', 'targets')),
-    'true': (e394, 1, ()),
-    'conv.class': (e395, 2, ('conv',)),
-    '\'fqns=[\' + join([\'"\' + t + \'"\' for t in conv.fqns]) + \']\' if call == null and \'fqns\' in conv else (\'fqns=nvfp4_bf16_tail_fqns(\' + str(call.num_layers) + \', \' + str(call.bf16_tail_fraction) + \'): layers 0-\' + str(upto - 1) if call != null else \'no fqns: every Linear\')': (e396, 44, ('call', 'conv', 'upto')),
-    "plural(len(hits), 'Linear')": (e397, 4, ('hits',)),
-    'params.block': (e398, 2, ('params',)),
-    'join(patterns)': (e399, 2, ('patterns',)),
-    'first[1]': (e400, 3, ('first',)),
-    'first[2]': (e401, 3, ('first',)),
-    'first[3]': (e402, 3, ('first',)),
-    'which': (e403, 1, ('which',)),
-    "first[2] if which == 'in_features' else first[3]": (e404, 10, ('first', 'which')),
-    'n - num_bf16 > 0': (e405, 5, ('n', 'num_bf16')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6']": (e406, 6, ('framework',)),
-    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter and model.converters[i].fqns_call != null] if type(model.converters) == 'list' else []": (e407, 29, ('model', 'params')),
-    'model.converters[item].fqns_call': (e408, 5, ('item', 'model')),
-    'call.num_layers': (e409, 2, ('call',)),
-    'call.bf16_tail_fraction': (e410, 2, ('call',)),
-    'int(-((-(n * f)) // 1))': (e411, 8, ('f', 'n')),
-    "str(f) + ('.0' if type(f) == 'float' and f == int(f) else '')": (e412, 15, ('f',)),
-    'n': (e413, 1, ('n',)),
-    'f_text': (e414, 1, ('f_text',)),
-    'model.converters[item].class': (e415, 5, ('item', 'model')),
-    'num_bf16': (e416, 1, ('num_bf16',)),
-    "' of ' + call.layers_of.name + ' ' + call.layers_of.flavor if call.layers_of != null else ''": (e417, 17, ('call',)),
-    'call.line': (e418, 2, ('call',)),
-    "'use a bf16_tail_fraction of at most ' + str(n - 1) + '/' + str(n) + ' (0.15 keeps the last ' + str(int(-((-(n * 0.15)) // 1))) + ' of ' + str(n) + ' layers in bf16), or' if n > 1 else 'with one layer there is no tail to keep:'": (e419, 35, ('n',)),
+    'local % chunks == 0': (e124, 5, ('chunks', 'local')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.loss['class'] in ['ChunkedLossWrapper.Config', 'ChunkedLossWrapperWithParamGrads.Config'] and chunks >= 1 and tokens >= 1 and tokens % sp_cp == 0)": (e125, 31, ('chunks', 'config', 'framework', 'sp_cp', 'tokens', 'trainer')),
+    'config.loss.num_chunks': (e126, 3, ('config',)),
+    'tokens // cp': (e127, 3, ('cp', 'tokens')),
+    'lcm(sp_cp, cp * chunks)': (e128, 5, ('chunks', 'cp', 'sp_cp')),
+    'chunks': (e129, 1, ('chunks',)),
+    "' / cp ' + str(cp) + ' = ' + str(local) if cp > 1 else ''": (e130, 14, ('cp', 'local')),
+    "join([d for d in [max([x for x in divisors(local) if x <= chunks]), min([x for x in divisors(local) if x >= chunks] + [local])] if d > 0], ' or ')": (e131, 27, ('chunks', 'local')),
+    'local': (e132, 1, ('local',)),
+    'step * max(1, tokens // step)': (e133, 7, ('step', 'tokens')),
+    'step * (tokens // step + 1)': (e134, 7, ('step', 'tokens')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and config.loss['class'] in ['ChunkedLossWrapper.Config', 'ChunkedLossWrapperWithParamGrads.Config'] and chunks >= 1 and seq >= 1 and seq % sp_cp == 0)": (e135, 31, ('chunks', 'config', 'framework', 'seq', 'sp_cp', 'trainer')),
+    'step * max(1, seq // step)': (e136, 7, ('seq', 'step')),
+    'step * (seq // step + 1)': (e137, 7, ('seq', 'step')),
+    "parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e138, 6, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and parallelism.context_parallel_load_balancer != null)": (e139, 15, ('cp', 'framework', 'parallelism')),
+    'parallelism.context_parallel_load_balancer': (e140, 2, ('parallelism',)),
+    'not refused': (e141, 2, ('refused',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1)": (e142, 10, ('cp', 'framework')),
+    "model.family in ['kimi', 'qwen3_5'] or (model.family == 'muse_glimmer' and model.flavor in ['debugmodel_mm', '30B_mm'])": (e143, 18, ('model',)),
+    "'Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).' if model.family == 'kimi' else ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...' if model.family == 'qwen3_5' else 'context parallel is not supported for the Muse Glimmer vision encoder.')": (e144, 13, ('model',)),
+    'why': (e145, 1, ('why',)),
+    "', tensor' if model.family != 'kimi' else ''": (e146, 7, ('model',)),
+    'steps <= 1': (e147, 3, ('steps',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (model.name == 'flux')": (e148, 10, ('framework', 'model')),
+    'training.num_tokens_per_microbatch_per_dp_rank * batch': (e149, 4, ('batch', 'training')),
+    'total // per_iter if total > 0 else 1': (e150, 8, ('per_iter', 'total')),
+    'steps': (e151, 1, ('steps',)),
+    'per_iter // batch': (e152, 3, ('batch', 'per_iter')),
+    "model.attn_backend in ['flex', 'flex_flash', 'varlen']": (e153, 7, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.family in ['llama3', 'deepseek_v3', 'qwen3', 'qwen3_5', 'gpt_oss', 'kimi', 'muse_glimmer'] and model.attn_backend != null)": (e154, 23, ('framework', 'model')),
+    "'sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.' if model.attn_backend == 'sdpa' else 'Unknown backend: ' + model.attn_backend": (e155, 10, ('model',)),
+    "model.moe_comm_backend in ['standard', 'deepep', 'hybridep', 'minimal_async_ep']": (e156, 8, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.is_moe and model.moe_comm_backend != null)": (e157, 14, ('framework', 'model')),
+    'model.moe_comm_backend': (e158, 2, ('model',)),
+    "pipeline.schedule != 'PipelineScheduleSingle'": (e159, 4, ('pipeline',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1 and pipeline.schedule != null)": (e160, 15, ('framework', 'pipeline', 'pp')),
+    'parallelism.pipeline_parallel_schedule': (e161, 2, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (parallelism.spmd_backend != null)": (e162, 11, ('framework', 'parallelism')),
+    "(model.family == 'muse_glimmer' and parallelism.spmd_backend != 'spmd_types') or (framework_version == '0.3.0' and model.family in ['kimi', 'qwen3_5'] and parallelism.spmd_backend == 'full_dtensor')": (e163, 25, ('framework_version', 'model', 'parallelism')),
+    '(\'Muse Glimmer only supports spmd_backend="spmd_types"; got "\' + parallelism.spmd_backend + \'".\') if model.family == \'muse_glimmer\' else \'full_dtensor is not supported yet.\'': (e164, 12, ('model', 'parallelism')),
+    "model.name != 'gpt_oss'": (e165, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (model.name == 'flux')": (e166, 11, ('framework', 'model')),
+    "config.optimizer.name in ['Adam', 'AdamW']": (e167, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.name != null)": (e168, 11, ('config', 'framework')),
+    'config.optimizer.name': (e169, 3, ('config',)),
+    "config.optimizer.param_groups[item].optimizer_name in ['Adam', 'AdamW', 'DistMuon']": (e170, 11, ('config', 'item')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.optimizer.param_groups[item].optimizer_name != null)": (e171, 15, ('config', 'framework', 'item')),
+    "range(len(config.optimizer.param_groups)) if 'optimizer' in config and 'param_groups' in config.optimizer and type(config.optimizer.param_groups) == 'list' else []": (e172, 22, ('config',)),
+    'config.optimizer.param_groups[item].pattern': (e173, 6, ('config', 'item')),
+    'config.optimizer.param_groups[item].optimizer_name': (e174, 6, ('config', 'item')),
+    'config.checkpoint.enable == true': (e175, 5, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e176, 18, ('config', 'framework')),
+    'world_size == 1': (e177, 3, ('world_size',)),
+    "config.compile.enable == true and 'model' in config.compile.components": (e178, 11, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.activation_checkpoint['class'] == 'MemoryBudgetAC.Config')": (e179, 16, ('config', 'framework', 'trainer')),
+    'config.compile.enable': (e180, 3, ('config',)),
+    'config.compile.components': (e181, 3, ('config',)),
+    'config.checkpoint.keep_latest_k != 1': (e182, 5, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e183, 22, ('config', 'framework', 'framework_version')),
+    "'when the config is built' if framework_version != '0.2.x' else 'when the checkpointer is built'": (e184, 6, ('framework_version',)),
+    'not (config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false) and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_model_only == false)': (e185, 25, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e186, 16, ('config', 'framework', 'framework_version')),
+    "'checkpoint.last_save_in_hf = true with last_save_model_only = false' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_in_hf = true with initial_load_model_only = false'": (e187, 14, ('config',)),
+    "'torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)' if framework_version != '0.2.x' else 'torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one'": (e188, 6, ('framework_version',)),
+    "'checkpoint.last_save_model_only|checkpoint.last_save_in_hf' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf'": (e189, 14, ('config',)),
+    "'last_save_model_only' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'initial_load_model_only'": (e190, 14, ('config',)),
+    "config.checkpoint.async_mode in ['disabled', 'async', 'async_with_pinned_mem', 'DISABLED', 'ASYNC', 'ASYNC_WITH_PINNED_MEM', 'Disabled', 'Async', 'Async_with_pinned_mem']": (e191, 14, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.async_mode) == 'string')": (e192, 13, ('config', 'framework')),
+    'config.checkpoint.async_mode': (e193, 3, ('config',)),
+    "'model' not in config.checkpoint.exclude_from_loading and (framework_version != 'main@b5bcd76c6' or 'optimizer' not in config.checkpoint.exclude_from_loading or 'lr_scheduler' in config.checkpoint.exclude_from_loading)": (e194, 21, ('config', 'framework_version')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.exclude_from_loading) == 'list')": (e195, 13, ('config', 'framework')),
+    'config.checkpoint.exclude_from_loading': (e196, 3, ('config',)),
+    "'the model is what a checkpoint restores: ' if 'model' in config.checkpoint.exclude_from_loading else 'the learning-rate schedulers hold the optimizers: '": (e197, 8, ('config',)),
+    '"model key shouldn\'t be in exclude_from_loading." if \'model\' in config.checkpoint.exclude_from_loading else \'lr_scheduler must be excluded when optimizer is excluded.\'': (e198, 8, ('config',)),
+    '\'drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)\' if \'model\' in config.checkpoint.exclude_from_loading else \'add "lr_scheduler" to exclude_from_loading\'': (e199, 8, ('config',)),
+    'ep == 1 and pp == 1': (e200, 7, ('ep', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.early_step_in_backward == true)": (e201, 11, ('config', 'framework')),
+    "'expert_parallel_degree = ' + str(ep) if ep > 1 else 'pipeline_parallel_degree = ' + str(pp)": (e202, 12, ('ep', 'pp')),
+    "'Expert' if ep > 1 else 'Pipeline'": (e203, 6, ('ep',)),
+    "'expert_parallel_degree' if ep > 1 else 'pipeline_parallel_degree'": (e204, 6, ('ep',)),
+    'config.quantize.linear.float8.enable_fsdp_float8_all_gather != true': (e205, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.float8' in config.model.converters and config.quantize.linear.float8.recipe_name != null)": (e206, 26, ('config', 'framework')),
+    'config.quantize.linear.float8.recipe_name': (e207, 5, ('config',)),
+    'pp == 1 and cp == 1': (e208, 7, ('cp', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.grouped_mm.float8' in config.model.converters)": (e209, 18, ('config', 'framework')),
+    "'pipeline_parallel_degree = ' + str(pp) if pp > 1 else 'context_parallel_degree = ' + str(cp)": (e210, 12, ('cp', 'pp')),
+    "'pipeline' if pp > 1 else 'context'": (e211, 6, ('pp',)),
+    "'pipeline_parallel_degree' if pp > 1 else 'context_parallel_degree'": (e212, 6, ('pp',)),
+    'tp == 1': (e213, 3, ('tp',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.mx' in config.model.converters and config.compile.enable == true and 'model' in config.compile.components)": (e214, 30, ('config', 'framework')),
+    "not (any([c in ['quantize.linear.float8', 'quantize.grouped_mm.float8'] for c in config.model.converters]) and any([c in ['quantize.linear.mx', 'quantize.grouped_mm.mx'] for c in config.model.converters]))": (e215, 22, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list')": (e216, 12, ('config', 'framework')),
+    'config.model.converters': (e217, 3, ('config',)),
+    'batch == 1': (e218, 3, ('batch',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (config.dataloader.repeat == false)": (e219, 11, ('config', 'framework')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint) == 'table' and config.checkpoint['class'] != null)": (e220, 19, ('config', 'framework')),
+    '[x for x in [[strip(config.checkpoint.folder) == \'\', \'checkpoint.folder\', "ValueError: The \'folder\' field cannot be empty.", "name a folder (the default is \'checkpoint\')", config.checkpoint.folder], [config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\' and not startswith(strip(config.checkpoint.initial_load_path), \'/\') and not (\'://\' in config.checkpoint.initial_load_path), \'checkpoint.initial_load_path\', "ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)", "write an absolute path (/...) or a remote URI (gs://..., s3://...)", config.checkpoint.initial_load_path], [config.checkpoint.interval < 1, \'checkpoint.interval\', "ValueError: Checkpoint interval needs to be at least 1 step.", "use interval >= 1", config.checkpoint.interval], [config.checkpoint.keep_latest_k < 0, \'checkpoint.keep_latest_k\', "ValueError: keep_latest_k cannot be negative.", "use keep_latest_k = 0 (keep all) or >= 2", config.checkpoint.keep_latest_k], [config.checkpoint.initial_load_in_hf_quantized == true and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\'), \'checkpoint.initial_load_in_hf_quantized\', "ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.", "set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized", config.checkpoint.initial_load_in_hf_quantized], [config.checkpoint.last_save_in_hf == true and \'://\' in config.checkpoint.folder, \'checkpoint.folder|checkpoint.last_save_in_hf\', "ValueError: last_save_in_hf is not supported with a remote checkpoint.folder", "save in DCP format to a remote folder, or in Hugging Face format to a local one", config.checkpoint.folder], [config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and \'://\' in config.checkpoint.initial_load_path, \'checkpoint.initial_load_path\', "ValueError: initial_load_in_hf is not supported with a remote initial_load_path", "copy the Hugging Face checkpoint to a local path", config.checkpoint.initial_load_path]] if x[0]]': (e221, 149, ('config',)),
+    'item[4]': (e222, 3, ('item',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e223, 17, ('config', 'framework')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e224, 21, ('config', 'framework', 'framework_version')),
+    "framework.id in ['torchtitan@0.2.x'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e225, 15, ('config', 'framework', 'framework_version')),
+    "config.model.name != 'flux' and config.compile.enable == true and 'model' in config.compile.components": (e226, 17, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'memory_budget')": (e227, 11, ('config', 'framework')),
+    "'model flux (its parallelize never compiles the model for it)' if config.model.name == 'flux' else 'compile.enable = ' + str(config.compile.enable) + ' and compile.components = [' + join(config.compile.components) + ']'": (e228, 22, ('config',)),
+    '\'use mode = "full" or "selective" on flux\' if config.model.name == \'flux\' else \'set [compile] enable = true with "model" in components, or use mode = "full" or "selective"\'': (e229, 8, ('config',)),
+    "config.activation_checkpoint.selective_ac_option == 'op' or isdigit(config.activation_checkpoint.selective_ac_option)": (e230, 10, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'selective')": (e231, 11, ('config', 'framework')),
+    'config.activation_checkpoint.selective_ac_option': (e232, 3, ('config',)),
+    'config.checkpoint.initial_load_in_hf == true': (e233, 5, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.enable == true and config.checkpoint.initial_load_in_hf_quantized == true)": (e234, 17, ('config', 'framework')),
+    'ep != null and ep > 1 and (etp == null or etp <= 1)': (e235, 15, ('ep', 'etp')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.parallelism.expert_parallel_comm_backend == 'deepep' and config.model.name in ['llama4', 'deepseek_v3'])": (e236, 19, ('config', 'framework')),
+    "'expert_parallel_degree = ' + str(ep) if ep == null or ep <= 1 else 'expert_tensor_parallel_degree = ' + str(etp)": (e237, 16, ('ep', 'etp')),
+    'config.model.name': (e238, 3, ('config',)),
+    "'ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.' if ep == null or ep <= 1 else 'NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.'": (e239, 10, ('ep',)),
+    '\'set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"\' if ep == null or ep <= 1 else \'set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"\'': (e240, 10, ('ep',)),
+    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise') in ['rowwise', 'rowwise_with_gw_hp']": (e241, 11, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.model.name == 'deepseek_v3' and tp != null and tp > 1 and type(config.model.converters) == 'list' and 'float8' in config.model.converters)": (e242, 32, ('config', 'framework', 'tp')),
+    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise, the default')": (e243, 7, ('config',)),
+    "config.activation_checkpoint.mode == 'none'": (e244, 5, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.model.name in ['llama4', 'qwen3', 'deepseek_v3', 'gpt_oss'] and ep != null and ep > 1 and pp != null and pp > 1 and config.parallelism.pipeline_parallel_expert_parallel_overlap == true and lower(config.parallelism.pipeline_parallel_schedule) == 'dualpipev')": (e245, 44, ('config', 'ep', 'framework', 'pp')),
+    'config.parallelism.pipeline_parallel_schedule': (e246, 3, ('config',)),
+    'config.activation_checkpoint.mode': (e247, 3, ('config',)),
+    "config.activation_checkpoint['class'] != 'SelectiveAC.Config'": (e248, 6, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.debug.spmd_typechecking == true and parallelism.spmd_backend == 'spmd_types' and model.attn_backend in ['flex', 'flex_flash'])": (e249, 27, ('config', 'framework', 'model', 'parallelism', 'trainer')),
+    "config.activation_checkpoint['class'] == 'FullAC.Config' or ('memory_policy' in keys(config.compile) and coalesce(config.compile.memory_policy, 'none') == 'full')": (e250, 20, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and ep != null and ep > 1)": (e251, 25, ('ep', 'framework', 'model', 'trainer')),
+    "coalesce(config.activation_checkpoint['class'], 'none')": (e252, 6, ('config',)),
+    'tokens % shards == 0': (e253, 5, ('shards', 'tokens')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e254, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
+    'cp * tp': (e255, 3, ('cp', 'tp')),
+    'shards': (e256, 1, ('shards',)),
+    'shards * max(1, tokens // shards)': (e257, 7, ('shards', 'tokens')),
+    'shards * (tokens // shards + 1)': (e258, 7, ('shards', 'tokens')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e259, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
+    "config.parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e260, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer != null and config.parallelism.context_parallel_load_balancer != '')": (e261, 21, ('config', 'cp', 'framework')),
+    'config.parallelism.context_parallel_load_balancer': (e262, 3, ('config',)),
+    'not bad_vision and not bad_linear': (e263, 5, ('bad_linear', 'bad_vision')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and tp > 1)": (e264, 13, ('framework', 'tp', 'trainer')),
+    "model.family in ['kimi', 'muse_glimmer'] and model.vision_n_heads != null and model.vision_n_heads % tp != 0": (e265, 18, ('model', 'tp')),
+    'model.linear_key_heads != null and model.linear_value_heads != null and (model.linear_key_heads % tp != 0 or model.linear_value_heads % tp != 0)': (e266, 23, ('model', 'tp')),
+    'model.vision_n_heads if bad_vision else gcd(model.linear_key_heads, model.linear_value_heads)': (e267, 9, ('bad_vision', 'model')),
+    '[t for t in (choices.tp if choices != null else divisors(limit)) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and limit % t == 0]': (e268, 27, ('choices', 'gpus_per_node', 'limit')),
+    "'vision encoder has ' + str(model.vision_n_heads) + ' heads' if bad_vision else 'gated DeltaNet layers have ' + str(model.linear_key_heads) + ' key and ' + str(model.linear_value_heads) + ' value heads'": (e269, 22, ('bad_vision', 'model')),
+    "'asserts: vision num_heads (' + str(model.vision_n_heads) + ') must be divisible by TP degree (' + str(tp) + ')' if bad_vision and model.family == 'muse_glimmer' else ('raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide vision num_heads (' + str(model.vision_n_heads) + ').' if bad_vision else 'raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide n_key_heads (' + str(model.linear_key_heads) + ') and n_value_heads (' + str(model.linear_value_heads) + ').')": (e270, 51, ('bad_vision', 'model', 'tp')),
+    'training.max_context_length <= model.rope_max_len': (e271, 5, ('model', 'training')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.rope_max_len != null and training.max_context_length != null)": (e272, 18, ('framework', 'model', 'trainer', 'training')),
+    'training.max_context_length': (e273, 2, ('training',)),
+    'model.rope_max_len': (e274, 2, ('model',)),
+    'training.seq_len <= model.rope_max_len': (e275, 5, ('model', 'training')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.rope_max_len != null and training.seq_len != null)": (e276, 18, ('framework', 'model', 'trainer', 'training')),
+    'model.validator == true': (e277, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.validation.enable == true and model.validator != null)": (e278, 16, ('config', 'framework', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.num_mtp_layers != null and model.num_mtp_layers > 0)": (e279, 16, ('framework', 'model')),
+    'model.num_mtp_layers': (e280, 2, ('model',)),
+    'keys.pp if pp > 1 else keys.cp': (e281, 8, ('keys', 'pp')),
+    "'use pipeline_parallel_degree = 1' if pp > 1 else 'use context_parallel_degree = 1'": (e282, 6, ('pp',)),
+    "' and context_parallel_degree = 1' if pp > 1 and cp > 1 else ''": (e283, 10, ('cp', 'pp')),
+    "config.compile.backend in ['inductor', 'aot_eager']": (e284, 7, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.compile['class'] == 'CompileConfig' and config.compile.enable == true and type(config.compile.components) == 'list' and 'model' in config.compile.components and model.attn_backend in ['flex', 'flex_flash'] and config.compile.backend != null)": (e285, 48, ('config', 'framework', 'model', 'trainer')),
+    'config.compile.backend': (e286, 3, ('config',)),
+    "parallelism.spmd_backend == 'spmd_types' and parallelism.enable_sequence_parallel == true": (e287, 9, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.tp_gemm_backend == 'dist_gemm' and parallelism.spmd_backend != null and parallelism.enable_sequence_parallel != null)": (e288, 21, ('framework', 'model', 'parallelism')),
+    '\'spmd_backend = "\' + parallelism.spmd_backend + \'"\' if parallelism.spmd_backend != \'spmd_types\' else \'enable_sequence_parallel = false\'': (e289, 12, ('parallelism',)),
+    "'parallelism.spmd_backend=spmd_types' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e290, 7, ('parallelism',)),
+    "'parallelism.spmd_backend' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e291, 7, ('parallelism',)),
+    '\'use spmd_backend = "spmd_types" (the default)\' if parallelism.spmd_backend != \'spmd_types\' else \'set enable_sequence_parallel = True (the default)\'': (e292, 7, ('parallelism',)),
+    "parallelism.spmd_backend != 'full_dtensor'": (e293, 4, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0'] and (model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and parallelism.spmd_backend != null)": (e294, 18, ('framework', 'model', 'parallelism')),
+    'model.registered == true': (e295, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (model.registered != null and config.experimental.custom_import == '')": (e296, 16, ('config', 'framework', 'model')),
+    "(sdpa_only and model.attn_type == 'sdpa') or (llama3_args and model.attn_type != 'varlen')": (e297, 13, ('llama3_args', 'model', 'sdpa_only')),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and model.attn_type != null and (sdpa_only or llama3_args))": (e298, 18, ('cp', 'framework', 'llama3_args', 'model', 'sdpa_only')),
+    "model.name in ['deepseek_v3', 'autoparallel.deepseek_v3', 'compiler_toolkit.deepseek_v3', 'simple_fsdp.deepseek_v3', 'llama4', 'qwen3']": (e299, 10, ('model',)),
+    "model.name in ['llama3', 'llama3_ft', 'autoparallel.llama3', 'compiler_toolkit.llama3', 'simple_fsdp.llama3']": (e300, 9, ('model',)),
+    'model.attn_type': (e301, 2, ('model',)),
+    "'Context Parallel only supports SDPA attention.' if sdpa_only else 'Context Parallel only supports SDPA and FlexAttention.'": (e302, 4, ('sdpa_only',)),
+    "'sdpa' if sdpa_only else 'sdpa or flex'": (e303, 4, ('sdpa_only',)),
+    "framework.id in ['torchtitan@0.3.0']": (e304, 5, ('framework',)),
+    '[x for x in ([[len(sources) > 0 and any([v != infinite[0] for v in infinite]), \'ValueError: All data sources must have the same \' + chr_q + \'infinite\' + chr_q + \' setting (\' + join([names[i] + \': infinite=\' + (\'True\' if infinite[i] else \'False\') for i in range(len(sources))], \', \') + \')\', \'give every source the same infinite= (the default is True)\', cfg], [any([type(w) in [\'int\', \'float\'] and w < 0 for w in weights]), \'ValueError: All weights must be non-negative (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'use weights >= 0; a weight is a source\' + chr_q + \'s share of the tokens\', build], [len(sources) > 0 and all([type(w) in [\'int\', \'float\'] and w >= 0 for w in weights]) and sum(weights) == 0, \'ValueError: Sum of weights must be positive (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'give at least one source a weight > 0\', build], [type(config.dataloader.stopping_strategy) == \'string\' and config.dataloader.stopping_strategy not in [\'on_first_exhausted\', \'all_exhausted\'], \'ValueError: stopping_strategy must be \' + chr_q + \'on_first_exhausted\' + chr_q + \' or \' + chr_q + \'all_exhausted\' + chr_q + \', got \' + chr_q + str(config.dataloader.stopping_strategy) + chr_q, \'use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"\', build]] if readable else []) if x[0]]': (e305, 164, ('build', 'cfg', 'chr_q', 'config', 'infinite', 'names', 'readable', 'sources', 'weights')),
+    'config.dataloader.sources': (e306, 3, ('config',)),
+    '[coalesce(s.weight, 1) for s in sources]': (e307, 6, ('sources',)),
+    '[coalesce(s.infinite, true) for s in sources]': (e308, 6, ('sources',)),
+    "[str(coalesce(s.dataset, s.dataset_path, '')) for s in sources]": (e309, 9, ('sources',)),
+    "'when it builds the config (the Config' + chr_q + 's __post_init__)'": (e310, 5, ('chr_q',)),
+    "'when the trainer builds the dataloader (InterleavedDataset), before the first step'": (e311, 1, ()),
+    "framework.id == 'torchtitan@0.3.0' and config.dataloader.class in ['InterleavedHuggingFaceTextDataLoader.Config', 'InterleavedChatDataLoader.Config'] and type(sources) == 'list' and all([type(s) == 'table' for s in sources])": (e312, 25, ('config', 'framework', 'sources')),
+    'config.dataloader.class': (e313, 3, ('config',)),
+    "join(names, ', ')": (e314, 3, ('names',)),
+    'len(unknown) == 0': (e315, 4, ('unknown',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.enable == true and type(config.checkpoint.exclude_from_loading) == 'list' and (framework_version == '0.2.x' or config.checkpoint.class == 'CheckpointManager.Config'))": (e316, 30, ('config', 'framework', 'framework_version')),
+    "['model', 'optimizer', 'lr_scheduler', 'dataloader', 'train_state']": (e317, 6, ()),
+    '[k for k in config.checkpoint.exclude_from_loading if k not in states]': (e318, 8, ('config', 'states')),
+    '[str(k) for k in config.checkpoint.exclude_from_loading]': (e319, 6, ('config',)),
+    "join(exclude, ', ')": (e320, 3, ('exclude',)),
+    "join(unknown, ', ')": (e321, 3, ('unknown',)),
+    "'is not a state' if len(unknown) == 1 else 'are not states'": (e322, 7, ('unknown',)),
+    "join(states, ', ')": (e323, 3, ('states',)),
+    'unknown[0]': (e324, 3, ('unknown',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6']": (e325, 5, ('framework',)),
+    "([x for x in [['checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'checkpoint.folder (under dump_folder)', folder, 'checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'dump_folder'], ['checkpoint.initial_load_path', config.checkpoint.initial_load_path, 'checkpoint.initial_load_path']] if type(x[1]) == 'string' and x[1] != '' and '://' in x[1]]) if applies else []": (e326, 58, ('applies', 'config', 'folder')),
+    "config.checkpoint.folder if '://' in config.checkpoint.folder or startswith(config.checkpoint.folder, '/') or '://' not in config.dump_folder else config.dump_folder + '/' + config.checkpoint.folder": (e327, 28, ('config',)),
+    "framework.id == 'torchtitan@main@b5bcd76c6' and config.checkpoint.class == 'TorchCheckpointingManager.Config' and config.checkpoint.enable == true and type(config.checkpoint.folder) == 'string' and type(config.dump_folder) == 'string'": (e328, 29, ('config', 'framework')),
+    "'checkpoint.initial_load_path' if item[2] == 'checkpoint.initial_load_path' else 'checkpoint.folder'": (e329, 8, ('item',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0']": (e330, 6, ('framework',)),
+    '[[x[0], x[1], x[2], x[3], x[4], lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]] for x in plain + srcs + val + v02 if (lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]) not in datasets.registries[x[2]].names]': (e331, 62, ('datasets', 'plain', 'srcs', 'v02', 'val')),
+    "framework_version == '0.3.0' and type(config.dataloader) == 'table'": (e332, 9, ('config', 'framework_version')),
+    "[['dataloader.dataset', config.dataloader.dataset, datasets.loaders[config.dataloader.class], config.dataloader.class, 'dataloader.dataset']] if reg and config.dataloader.class in keys(datasets.loaders) and type(config.dataloader.dataset) == 'string' else []": (e333, 34, ('config', 'datasets', 'reg')),
+    "[['dataloader.sources', s[i].dataset, datasets.source_loaders[config.dataloader.class], config.dataloader.class, 'dataloader.sources[' + str(i) + '].dataset'] for i in range(0, len(s)) if type(s[i]) == 'table' and type(s[i].dataset) == 'string'] if reg and config.dataloader.class in keys(datasets.source_loaders) and type(config.dataloader.sources) == 'list' else []": (e334, 58, ('config', 'datasets', 'reg', 's')),
+    "[['validator.dataloader.dataset', config.validator.dataloader.dataset, datasets.loaders[config.validator.dataloader.class], config.validator.dataloader.class + ' (the validator)', 'validator.dataloader.dataset']] if framework_version == '0.3.0' and type(config.validator) == 'table' and config.validator.enable == true and type(config.validator.dataloader) == 'table' and config.validator.dataloader.class in keys(datasets.loaders) and type(config.validator.dataloader.dataset) == 'string' else []": (e335, 62, ('config', 'datasets', 'framework_version')),
+    "[['training.dataset', config.training.dataset, datasets.models[config.model.name], 'model ' + config.model.name, 'training.dataset']] if framework_version == '0.2.x' and type(config.model.name) == 'string' and config.model.name in keys(datasets.models) and type(config.training.dataset) == 'string' else []": (e336, 45, ('config', 'datasets', 'framework_version')),
+    'framework_version': (e337, 1, ('framework_version',)),
+    "join(datasets.registries[item[2]].names, ', ')": (e338, 9, ('datasets', 'item')),
+    'item[5]': (e339, 3, ('item',)),
+    "[] if framework_version != 'main@b5bcd76c6' else [['ValueError: num_packing_bins must be positive (num_packing_bins = ' + str(n.num_packing_bins) + ')', 'when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)', 'use num_packing_bins >= 1 (the default is 8)'] for n in nodes if 'num_packing_bins' in keys(n) and type(n.num_packing_bins) == 'int' and n.num_packing_bins <= 0] + [['ValueError: DatasetMixConfig requires finite, positive-weight datasets (' + ('no datasets' if len(n.datasets) == 0 else 'weights ' + join([str(d.weight) if 'weight' in keys(d) else '1.0' for d in n.datasets], ', ')) + ')', 'when the trainer builds the dataloader (DatasetMixConfig.build), before the first step', 'give the mix at least one dataset' if len(n.datasets) == 0 else 'give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and ((len(n.datasets) == 0 and n['class'] == 'DatasetMixConfig') or any([type(d) == 'table' and 'weight' in keys(d) and type(d.weight) in ['int', 'float'] and (str(d.weight) in ['inf', '-inf', 'nan'] or d.weight <= 0) for d in n.datasets]))] + [['TypeError: DatasetConcatConfig requires map-style children (it has none)', 'when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step', 'give the concatenation at least one map-style dataset (a random-access source)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and len(n.datasets) == 0 and n['class'] == 'DatasetConcatConfig'] + [['ValueError: first-class Hugging Face fields repeated in kwargs: [' + join([chr_q + k + chr_q for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ']', 'when it builds the config (the Hugging Face source Config' + chr_q + 's __post_init__)', 'pass ' + join([k for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ' as the source' + chr_q + 's own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'] for n in nodes if 'source' in keys(n) and type(n.source) == 'table' and 'load_dataset_kwargs' in keys(n.source) and type(n.source.load_dataset_kwargs) == 'table' and any([k in hf for k in keys(n.source.load_dataset_kwargs)])]": (e340, 241, ('chr_q', 'framework_version', 'hf', 'nodes')),
+    "config.dataloader.dataset if type(config.dataloader) == 'table' and 'dataset' in keys(config.dataloader) and type(config.dataloader.dataset) == 'table' else null": (e341, 23, ('config',)),
+    "(d.dataset if type(d) == 'table' and 'dataset' in keys(d) and type(d.dataset) == 'table' else null)": (e342, 19, ('d',)),
+    "(d2.dataset if type(d2) == 'table' and 'dataset' in keys(d2) and type(d2.dataset) == 'table' else null)": (e343, 19, ('d2',)),
+    "(d3.dataset if type(d3) == 'table' and 'dataset' in keys(d3) and type(d3.dataset) == 'table' else null)": (e344, 19, ('d3',)),
+    "[c for c in [d, d2, d3, d4] if type(c) == 'table']": (e345, 11, ('d', 'd2', 'd3', 'd4')),
+    "[x for x in ([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list'][0] if len([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list']) > 0 else []) if type(x) == 'table']": (e346, 41, ('chain',)),
+    "chain + items + [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] + [y.dataset for y in [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] if 'dataset' in keys(y) and type(y.dataset) == 'table']": (e347, 46, ('chain', 'items')),
+    "['split', 'name', 'revision', 'streaming']": (e348, 5, ()),
+    "order in ['block', 'raster'] and not (mrope and order != 'block')": (e349, 12, ('mrope', 'order')),
+    "framework.id in ['torchtitan@0.3.0'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e350, 21, ('config', 'framework', 'mrope', 'order')),
+    "config.dataloader if framework_version == '0.3.0' and config.dataloader.class == 'MMDataLoader.Config' else null": (e351, 13, ('config', 'framework_version')),
+    "(c.patch_order if 'patch_order' in keys(c) and c.patch_order != null else 'block') if type(c) == 'table' else null": (e352, 19, ('c',)),
+    "(c.build_mrope_positions if 'build_mrope_positions' in keys(c) and c.build_mrope_positions != null else false) if type(c) == 'table' else null": (e353, 19, ('c',)),
+    "'dataloader'": (e354, 1, ()),
+    'where': (e355, 1, ('where',)),
+    'order': (e356, 1, ('order',)),
+    "' with build_mrope_positions = True' if mrope else ''": (e357, 4, ('mrope',)),
+    "'patch_order must be ' + chr_q + 'block' + chr_q + ' or ' + chr_q + 'raster' + chr_q + ', got ' + chr_q + order + chr_q if order not in ['block', 'raster'] else 'MRoPE requires patch_order=' + chr_q + 'block' + chr_q + ', got ' + chr_q + order + chr_q": (e358, 44, ('chr_q', 'order')),
+    '\'use patch_order="block" (the default) or "raster"\' if order not in [\'block\', \'raster\'] else \'use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE\'': (e359, 8, ('order',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e360, 21, ('config', 'framework', 'mrope', 'order')),
+    "config.dataloader.collator if framework_version == 'main@b5bcd76c6' and 'collator' in keys(config.dataloader) and type(config.dataloader.collator) == 'table' and ('patch_order' in keys(config.dataloader.collator) or 'build_mrope_positions' in keys(config.dataloader.collator)) else null": (e361, 35, ('config', 'framework_version')),
+    "'dataloader.collator'": (e362, 1, ()),
+    'len(bad) == 0': (e363, 4, ('bad',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and any([c.kind == 'lora' for c in model.converters]))": (e364, 21, ('framework', 'model')),
+    "[c for c in model.converters if c.kind == 'lora' and 'rank' in c and type(c.rank) in ['int', 'float', 'null'] and c.rank <= 0]": (e365, 26, ('model',)),
+    'bad[0].class': (e366, 4, ('bad',)),
+    'bad[0].rank': (e367, 4, ('bad',)),
+    'len(late) == 0': (e368, 4, ('late',)),
+    'model.converters': (e369, 2, ('model',)),
+    "[i for i in range(len(conv)) if conv[i].kind == 'lora']": (e370, 11, ('conv',)),
+    "[conv[i] for i in range(len(conv)) if len(loras) > 0 and i > loras[0] and conv[i].kind == 'quantization']": (e371, 24, ('conv', 'loras')),
+    'late[0].class': (e372, 4, ('late',)),
+    'conv[loras[0]].class': (e373, 6, ('conv', 'loras')),
+    'join([c.class for c in late])': (e374, 5, ('late',)),
+    "model.moe_comm_backend not in ['deepep', 'minimal_async_ep']": (e375, 6, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and model.is_moe == true and model.moe_comm_backend != null and any([c.pads_dispatcher == true for c in model.converters]))": (e376, 31, ('framework', 'model')),
+    '[c for c in model.converters if c.pads_dispatcher == true]': (e377, 8, ('model',)),
+    'padding[0].class': (e378, 4, ('padding',)),
+    'padding[0].name': (e379, 4, ('padding',)),
+    'not missing and not unknown_key': (e380, 5, ('missing', 'unknown_key')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer != false and cp > 1 and lb == 'ptrr' and model.attn_masks == 'dict' and model.attn_backend in ['flex', 'flex_flash'])": (e381, 31, ('cp', 'framework', 'lb', 'model', 'trainer')),
+    'config.parallelism.context_parallel_ptrr_mask_key': (e382, 3, ('config',)),
+    "any(['context_parallel_ptrr_mask_key' in u.key or u.key == 'parallelism' or 'parallelism.*' in u.key or u.key == '' for u in unreadable])": (e383, 22, ('unreadable',)),
+    'mask_key == null and not key_unread': (e384, 6, ('key_unread', 'mask_key')),
+    'mask_key != null and model.attn_mask_keys != null and mask_key not in model.attn_mask_keys': (e385, 13, ('mask_key', 'model')),
+    '\'context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key\' if missing else \'context_parallel_ptrr_mask_key = "\' + mask_key + \'"\'': (e386, 8, ('mask_key', 'missing')),
+    "' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else ''": (e387, 13, ('model',)),
+    '\'PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.\' if missing else \'context_parallel_ptrr_mask_key \' + "\'" + mask_key + "\'" + \' is not a key in attention_masks.\'': (e388, 12, ('mask_key', 'missing')),
+    "'parallelism.context_parallel_ptrr_mask_key' if unknown_key else 'parallelism.context_parallel_load_balancer'": (e389, 4, ('unknown_key',)),
+    "'set context_parallel_ptrr_mask_key to the mask the balancer is built from' + (' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else '') if missing else 'name one of the masks the model builds: ' + join(model.attn_mask_keys)": (e390, 22, ('missing', 'model')),
+    "model.attn_type != 'sdpa'": (e391, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer == 'ptrr' and model.attn_type != null)": (e392, 20, ('config', 'cp', 'framework', 'model')),
+    'len(hits) == 0': (e393, 4, ('hits',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (not lora_before and (call == null or upto > 0))": (e394, 17, ('call', 'framework', 'lora_before', 'upto')),
+    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter] if type(model.converters) == 'list' else []": (e395, 21, ('model', 'params')),
+    'model.converters[item]': (e396, 4, ('item', 'model')),
+    'conv.fqns_call': (e397, 2, ('conv',)),
+    'int(call.num_layers - (-((-(call.num_layers * call.bf16_tail_fraction)) // 1))) if call != null else 0': (e398, 18, ('call',)),
+    "(['layers.' + str(i) + '.' for i in range(upto)] if call != null else conv.fqns) if 'fqns' in conv else []": (e399, 20, ('call', 'conv', 'upto')),
+    '[e for e in model.linears if e.in_features % params.block != 0 or e.out_features % params.block != 0]': (e400, 19, ('model', 'params')),
+    '[[e.order[k], e.fqns[k], e.in_features, e.out_features, e.fqn] for e in bad for k in range(len(e.fqns)) if len(targets) == 0 or any([t in e.fqns[k] for t in targets])]': (e401, 35, ('bad', 'targets')),
+    'min([h[0] for h in hits])': (e402, 6, ('hits',)),
+    '[h for h in hits if h[0] == first_at][0]': (e403, 10, ('first_at', 'hits')),
+    "'in_features' if first[2] % params.block != 0 else 'out_features'": (e404, 11, ('first', 'params')),
+    'sorted([e.fqn for e in bad if any([h[4] == e.fqn for h in hits])])': (e405, 14, ('bad', 'hits')),
+    "any([model.converters[j].kind == 'lora' for j in range(item)])": (e406, 11, ('item', 'model')),
+    "len(targets) == 0 and any([h[1] == 'lm_head' for h in hits]) and len([h for h in hits if h[1] != 'lm_head']) == 0": (e407, 25, ('hits', 'targets')),
+    'true': (e408, 1, ()),
+    'conv.class': (e409, 2, ('conv',)),
+    '\'fqns=[\' + join([\'"\' + t + \'"\' for t in conv.fqns]) + \']\' if call == null and \'fqns\' in conv else (\'fqns=nvfp4_bf16_tail_fqns(\' + str(call.num_layers) + \', \' + str(call.bf16_tail_fraction) + \'): layers 0-\' + str(upto - 1) if call != null else \'no fqns: every Linear\')': (e410, 44, ('call', 'conv', 'upto')),
+    "plural(len(hits), 'Linear')": (e411, 4, ('hits',)),
+    'params.block': (e412, 2, ('params',)),
+    'join(patterns)': (e413, 2, ('patterns',)),
+    'first[1]': (e414, 3, ('first',)),
+    'first[2]': (e415, 3, ('first',)),
+    'first[3]': (e416, 3, ('first',)),
+    'which': (e417, 1, ('which',)),
+    "first[2] if which == 'in_features' else first[3]": (e418, 10, ('first', 'which')),
+    'n - num_bf16 > 0': (e419, 5, ('n', 'num_bf16')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6']": (e420, 6, ('framework',)),
+    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter and model.converters[i].fqns_call != null] if type(model.converters) == 'list' else []": (e421, 29, ('model', 'params')),
+    'model.converters[item].fqns_call': (e422, 5, ('item', 'model')),
+    'call.num_layers': (e423, 2, ('call',)),
+    'call.bf16_tail_fraction': (e424, 2, ('call',)),
+    'int(-((-(n * f)) // 1))': (e425, 8, ('f', 'n')),
+    "str(f) + ('.0' if type(f) == 'float' and f == int(f) else '')": (e426, 15, ('f',)),
+    'n': (e427, 1, ('n',)),
+    'f_text': (e428, 1, ('f_text',)),
+    'model.converters[item].class': (e429, 5, ('item', 'model')),
+    'num_bf16': (e430, 1, ('num_bf16',)),
+    "' of ' + call.layers_of.name + ' ' + call.layers_of.flavor if call.layers_of != null else ''": (e431, 17, ('call',)),
+    'call.line': (e432, 2, ('call',)),
+    "'use a bf16_tail_fraction of at most ' + str(n - 1) + '/' + str(n) + ' (0.15 keeps the last ' + str(int(-((-(n * 0.15)) // 1))) + ' of ' + str(n) + ' layers in bf16), or' if n > 1 else 'with one layer there is no tail to keep:'": (e433, 35, ('n',)),
 }
