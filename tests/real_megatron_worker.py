@@ -30,6 +30,11 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   validate_args' own frame where it raised (a helper's raise: the line calling it).
 - ``interleaved``: for each {pp, vp, group, m}, forward_backward_pipelining_with_interleaving's checks of the
   microbatch count (schedules.py:995-1015): the ValueError/RuntimeError they raise, or none.
+- ``flex``: for each {tp, pp, ep, etp, world, experts, backend}, ``initialize_model_parallel`` on the fake process
+  group as rank 0, then the release's MoEFlexTokenDispatcher built as MoELayer.__init__ builds it
+  (moe_layer.py:210-216) from a real TransformerConfig and the process groups parallel_state made: the line of
+  token_dispatcher.py it raises at, or none (DeepEP/HybridEP absent here: the managers' own "not installed"
+  refusals come after the check and count as passing it).
 - ``build``: as ``vargs``, then, where validate_args accepts, ``core_transformer_config_from_args(args)`` (the
   TransformerConfig's __post_init__ runs in it): {stage: parser | validate | config | None, line, and for the
   config the file:line of the deepest frame in core_transformer_config_from_args or a config class}.
@@ -487,6 +492,41 @@ def _interleaved(cases: list) -> list:
     return out
 
 
+def _flex(cases: list) -> list:
+    import traceback
+
+    import torch
+
+    import megatron.core.parallel_state as ps
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.transformer.moe.token_dispatcher import MoEFlexTokenDispatcher
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    out, current = [], None
+    for c in cases:
+        current = _fake_world(c["world"], current)
+        try:
+            ps.initialize_model_parallel(c["tp"], c["pp"], None, expert_model_parallel_size=c["ep"],
+                                         expert_tensor_parallel_size=c["etp"], create_gloo_process_groups=False)
+            config = TransformerConfig(
+                num_layers=c["pp"] * 2, hidden_size=64, num_attention_heads=4, num_moe_experts=c["experts"],
+                moe_router_topk=2, moe_token_dispatcher_type="flex", moe_flex_dispatcher_backend=c["backend"],
+                tensor_model_parallel_size=c["tp"], pipeline_model_parallel_size=c["pp"],
+                expert_model_parallel_size=c["ep"], expert_tensor_parallel_size=c["etp"],
+                sequence_parallel=c["tp"] > 1, add_bias_linear=False, pipeline_dtype=torch.bfloat16, bf16=True)
+            local = c["experts"] // c["ep"]  # as BaseMoELayer.__init__ (moe_layer.py:100-110), rank 0
+            MoEFlexTokenDispatcher(local, list(range(local)), config=config,
+                                   pg_collection=ProcessGroupCollection.use_mpu_process_groups())
+            out.append({"error": None, "line": None})
+        except Exception as exc:  # noqa: BLE001 - reported where token_dispatcher.py raised it
+            lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
+                     if f.filename.replace(os.sep, "/").endswith("megatron/core/transformer/moe/token_dispatcher.py")]
+            out.append({"error": f"{type(exc).__name__}: {exc}", "line": lines[-1] if lines else None})
+        finally:
+            ps.destroy_model_parallel()
+    return out
+
+
 def main() -> int:
     import warnings
 
@@ -496,7 +536,7 @@ def main() -> int:
         result = {"groups": _groups, "split": _split, "layout": _layout,
                   "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
                   "config": _config, "pstate": _pstate, "build": _build,
-                  "interleaved": _interleaved}[request["mode"]](request["cases"])
+                  "interleaved": _interleaved, "flex": _flex}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

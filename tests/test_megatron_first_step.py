@@ -165,3 +165,52 @@ def test_a_bridge_script_without_recipe_is_skipped_with_a_bridge_note(tmp_path):
                     "provider = bridge.to_megatron_provider()\nprovider.tensor_model_parallel_size = 4\n")
     [r] = check_all(str(path), OPTIONS)
     assert r.status == "skipped" and "megatron.bridge" in r.note and "torchtitan" not in r.note
+
+
+# ----------------------------------------------------------------------------- ML989: flex dispatcher, etp·ep = 1
+
+FLEX = [*MOE, "--moe-token-dispatcher-type", "flex", "--disable-bias-linear"]
+
+
+def test_flex_dispatcher_without_expert_parallelism_is_an_error():
+    report = check(*FLEX, "--pipeline-model-parallel-size", "2")
+    [f] = found(report, "ML989")
+    assert f.severity == "error" and "token_dispatcher.py:1346" in f.message
+    assert "expert parallelism 1 and expert tensor parallelism 1" in f.message
+    assert "--expert-model-parallel-size to 2, 4 (" in f.help and "alltoall" in f.help
+    # either degree lifts it: the check multiplies the expert tp group by the ep group
+    assert not found(check(*FLEX, "--expert-model-parallel-size", "2"), "ML989")
+    assert not found(check(*FLEX, "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                           "--expert-tensor-parallel-size", "2"), "ML989")
+    # tp alone does not: MoEFlexTokenDispatcher reads the expert tp group (--expert-tensor-parallel-size 1)
+    assert found(check(*FLEX, "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                       "--expert-tensor-parallel-size", "1"), "ML989")
+    assert not found(check(*MOE, "--moe-token-dispatcher-type", "alltoall"), "ML989")
+    # one rank left: no ep > 1 fits, the help names another dispatcher only
+    [f] = found(check(*FLEX, nproc=1), "ML989")
+    assert "--expert-model-parallel-size" not in f.help and "alltoall" in f.help
+
+
+FLEX_RECIPE = '''# meshlint: world_size=8
+from megatron.bridge.models.olmoe import OlMoEModelProvider
+from megatron.bridge.training.config import ConfigContainer
+
+
+def olmoe_flex_config() -> ConfigContainer:
+    cfg = ConfigContainer(model=OlMoEModelProvider())
+    cfg.model.moe_token_dispatcher_type = "flex"
+{extra}    return cfg
+'''
+
+
+def test_bridge_recipe_with_flex_dispatcher_and_no_expert_parallelism(tmp_path):
+    from meshlint.engine.check import check_all
+
+    def run(extra: str = ""):
+        path = tmp_path / "recipe.py"
+        path.write_text(FLEX_RECIPE.replace("{extra}", extra))
+        return [f for r in check_all(str(path), OPTIONS) for f in r.findings if f.code == "ML989"]
+
+    [f] = run()
+    assert "model.moe_token_dispatcher_type flex" in f.message and "expert_model_parallel_size to" in f.help
+    assert not run("    cfg.model.expert_model_parallel_size = 8\n")
