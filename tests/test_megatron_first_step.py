@@ -214,3 +214,19 @@ def test_bridge_recipe_with_flex_dispatcher_and_no_expert_parallelism(tmp_path):
     [f] = run()
     assert "model.moe_token_dispatcher_type flex" in f.message and "expert_model_parallel_size to" in f.help
     assert not run("    cfg.model.expert_model_parallel_size = 8\n")
+
+
+# ----------------------------------------------------------------------------- explain: stages in the model's order
+
+def test_interleaved_layer_counts_are_listed_in_stage_order():
+    """NVIDIA/Megatron-LM#1852: with virtual stages the stage list follows the layout string (stage v·pp + r is rank
+    r's chunk v), so the empty stages of "Et|(tt|)*14|(tt|)*13ttt|ttt|L" (stages 15 and 31: rank 15) show where the
+    string puts them; the release builds [1, 2] on rank 0 and [0, 0] on rank 15 (tests/test_real_megatron.py's
+    layout mode runs the same string)."""
+    from meshlint.frameworks.megatron.core_0_16 import pipeline_plan
+
+    report = check("--global-batch-size", "64", "--pipeline-model-parallel-size", "16", "--num-layers", "61",
+                   "--pipeline-model-parallel-layout", "Et|(tt|)*14|(tt|)*13ttt|ttt|L", nproc=16)
+    plan = pipeline_plan(report.spec, report.resolution)
+    assert plan["stages"] == 32 and plan["stages_per_rank"] == 2
+    assert plan["layer_counts"] == [1] + [2] * 14 + [0] + [2] * 13 + [3, 3, 0]
