@@ -230,3 +230,23 @@ def test_interleaved_layer_counts_are_listed_in_stage_order():
     plan = pipeline_plan(report.spec, report.resolution)
     assert plan["stages"] == 32 and plan["stages_per_rank"] == 2
     assert plan["layer_counts"] == [1] + [2] * 14 + [0] + [2] * 13 + [3, 3, 0]
+
+
+# ----------------------------------------------------------------------------- ML203: a long group's example
+
+def test_a_crossing_group_longer_than_its_example_says_so():
+    """NVIDIA-NeMo/Megatron-Bridge#4980's ep 32 over 4 nodes: the placement fact keeps a group's first 16 members;
+    the message showed them as "{0-15}", a whole group of 16, for a group of 32."""
+    moe = ["--num-experts", "64", "--moe-router-topk", "2", "--global-batch-size", "64"]
+    options = OPTIONS
+
+    def crossing(ep: str, nproc: int) -> list:
+        launch = ["torchrun", "--nproc_per_node", "8", "--nnodes", str(nproc // 8), "pretrain_gpt.py", *MODEL, *moe,
+                  "--expert-model-parallel-size", ep]
+        report = run_checks(analyse_launch(parse_launch_args(launch), options), options)
+        return [f.message for f in report.findings if f.code == "ML203"]
+
+    [long] = crossing("32", 32)
+    assert "a group like {0-15} (its first 16 of 32 ranks) on 4 nodes" in long, long
+    [short] = crossing("16", 32)
+    assert "a group like {0-15} on 2 nodes" in short, short
