@@ -25,7 +25,7 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   first exception, its line in num_microbatches_calculator.py and the iteration, or none.
 - ``constant``: for each {gbs, mbs, dp, decrease}, ConstantNumMicroBatchesCalculator: the line it raises at, or none.
 - ``pstate``: for each {tp, pp, cp, world, use_sharp, sharp_enabled_group, instances, hybrid, hierarchical,
-  backend}, ``initialize_model_parallel`` with those options: the line of parallel_state.py it raises at, or none.
+  backend, and optionally ep and etp (1 and tp, as validate_args defaults them)}, ``initialize_model_parallel`` with those options: the line of parallel_state.py it raises at, or none.
 - ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
   validate_args' own frame where it raised (a helper's raise: the line calling it).
 - ``interleaved``: for each {pp, vp, group, m}, forward_backward_pipelining_with_interleaving's checks of the
@@ -418,6 +418,7 @@ def _pstate(cases: list) -> list:
             ps.initialize_model_parallel(
                 c["tp"], c["pp"], None, pipeline_model_parallel_comm_backend=c["backend"], use_sharp=c["use_sharp"],
                 context_parallel_size=c["cp"], hierarchical_context_parallel_sizes=c["hierarchical"],
+                expert_model_parallel_size=c.get("ep", 1), expert_tensor_parallel_size=c.get("etp", c["tp"]),
                 hybrid_context_parallel=c["hybrid"], num_distributed_optimizer_instances=c["instances"],
                 create_gloo_process_groups=False, sharp_enabled_group=c["sharp_enabled_group"])
             out.append({"error": None, "line": None})

@@ -556,3 +556,58 @@ def test_flex_dispatcher_check_matches_the_release():
     fixes.sort(key=lambda c: c["world"])
     fixed = _run("flex", fixes, [WHEEL])
     assert all(f["line"] in (997, 1149) for f in fixed), [(c, f) for c, f in zip(fixes, fixed) if f["line"] == 1346]
+
+
+# ----------------------------------------------------------------------------- distributed-optimizer instances
+
+def test_optimizer_instances_check_and_its_help_match_the_release():
+    """ML978 against the real initialize_model_parallel on MoE layouts (NVIDIA/Megatron-LM#4342: ep 2 on one 4-GPU
+    node with 2 instances): refused exactly where the release refuses (parallel_state.py:833/1263), and every expert
+    degree its help proposes accepted."""
+    import re
+
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    from meshlint.engine.check import Options, run_checks
+    from meshlint.engine.ruleset import load_rules
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    rules = [r for r in load_rules() if r.code == "ML978"]
+    rng = random.Random(SEED + 13)
+    cases = []
+    while len(cases) < 80:
+        tp, pp, ep, etp = rng.choice([1, 2]), rng.choice([1, 2]), rng.choice([1, 2, 4]), rng.choice([1, 2])
+        world = tp * pp * rng.choice([1, 2, 4])
+        if world % (etp * ep * pp) or world > 16:
+            continue
+        dp = world // (tp * pp)
+        cases.append({"tp": tp, "pp": pp, "cp": 1, "ep": ep, "etp": etp, "world": world,
+                      "instances": rng.choice([d for d in range(2, dp + 1) if dp % d == 0] or [1]),
+                      "use_sharp": False, "sharp_enabled_group": None, "hybrid": False, "hierarchical": None,
+                      "backend": None})
+    cases.sort(key=lambda c: c["world"])
+    real = _run("pstate", cases, [WHEEL])
+    refused, proposals = 0, []
+    for case, got in zip(cases, real):
+        argv = [*PSTATE_BASE, "--num-experts", "8", "--tensor-model-parallel-size", str(case["tp"]),
+                "--pipeline-model-parallel-size", str(case["pp"]), "--expert-model-parallel-size", str(case["ep"]),
+                "--expert-tensor-parallel-size", str(case["etp"]),
+                "--num-distributed-optimizer-instances", str(case["instances"])]
+        launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['world']}", "pretrain_gpt.py", *argv])
+        report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
+        mine = [f for f in report.findings if f.code == "ML978"]
+        release = got["line"] in (833, 834, 1263, 1264)
+        assert got["error"] is None or release or "einops" in got["error"], (case, got)
+        assert bool(mine) == release, (case, got, [f.message for f in mine])
+        if mine:
+            refused += 1
+            for flag, key in (("--expert-model-parallel-size", "ep"), ("--expert-tensor-parallel-size", "etp")):
+                found = re.findall(re.escape(flag) + r" ([\d, ]+?)(?: or |$)", mine[0].help)
+                proposals += [dict(case, **{key: int(v)}) for v in found[0].split(", ")] if found else []
+    assert refused >= 10 and len(cases) - refused >= 10 and proposals, (refused, len(proposals))
+    proposals.sort(key=lambda c: c["world"])
+    fixed = _run("pstate", proposals, [WHEEL])
+    assert all(f["error"] is None or "einops" in f["error"] for f in fixed), [
+        (c, f) for c, f in zip(proposals, fixed) if f["error"] and "einops" not in f["error"]]
