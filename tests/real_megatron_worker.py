@@ -35,6 +35,9 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   (moe_layer.py:210-216) from a real TransformerConfig and the process groups parallel_state made: the line of
   token_dispatcher.py it raises at, or none (DeepEP/HybridEP absent here: the managers' own "not installed"
   refusals come after the check and count as passing it).
+- ``qkv``: for each {tp, heads, groups} (groups >= tp: below it the QKV split all-gathers on the GPU),
+  the release's SelfAttention (local spec, CPU) built on the fake process group as rank 0, then its
+  get_query_key_value_tensors on a zero input: the file:line in megatron/core it raises at, or none.
 - ``build``: as ``vargs``, then, where validate_args accepts, ``core_transformer_config_from_args(args)`` (the
   TransformerConfig's __post_init__ runs in it): {stage: parser | validate | config | None, line, and for the
   config the file:line of the deepest frame in core_transformer_config_from_args or a config class}.
@@ -528,6 +531,41 @@ def _flex(cases: list) -> list:
     return out
 
 
+def _qkv(cases: list) -> list:
+    import traceback
+
+    import torch
+
+    import megatron.core.parallel_state as ps
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.transformer.attention import SelfAttention
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    spec = get_gpt_layer_local_spec().submodules.self_attention
+    out, current = [], None
+    for c in cases:
+        current = _fake_world(c["tp"], current)
+        try:
+            ps.initialize_model_parallel(c["tp"], 1, create_gloo_process_groups=False)
+            config = TransformerConfig(num_layers=1, hidden_size=c["heads"] * 8, num_attention_heads=c["heads"],
+                                       num_query_groups=c["groups"], tensor_model_parallel_size=c["tp"],
+                                       use_cpu_initialization=True, add_bias_linear=False)
+            attention = SelfAttention(config, spec.submodules, layer_number=1,
+                                      attn_mask_type=spec.params["attn_mask_type"],
+                                      pg_collection=ProcessGroupCollection.use_mpu_process_groups())
+            attention.get_query_key_value_tensors(torch.zeros(4, 1, config.hidden_size))
+            out.append({"error": None, "where": None})
+        except Exception as exc:  # noqa: BLE001 - reported where megatron/core raised it
+            frame = [f for f in traceback.extract_tb(exc.__traceback__)
+                     if "megatron/core/" in f.filename.replace(os.sep, "/")][-1]
+            where = "megatron/core/" + frame.filename.replace(os.sep, "/").split("megatron/core/", 1)[1]
+            out.append({"error": f"{type(exc).__name__}: {exc}", "where": f"{where}:{frame.lineno}"})
+        finally:
+            ps.destroy_model_parallel()
+    return out
+
+
 def main() -> int:
     import warnings
 
@@ -537,7 +575,7 @@ def main() -> int:
         result = {"groups": _groups, "split": _split, "layout": _layout,
                   "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
                   "config": _config, "pstate": _pstate, "build": _build,
-                  "interleaved": _interleaved, "flex": _flex}[request["mode"]](request["cases"])
+                  "interleaved": _interleaved, "flex": _flex, "qkv": _qkv}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

@@ -611,3 +611,45 @@ def test_optimizer_instances_check_and_its_help_match_the_release():
     fixed = _run("pstate", proposals, [WHEEL])
     assert all(f["error"] is None or "einops" in f["error"] for f in fixed), [
         (c, f) for c, f in zip(proposals, fixed) if f["error"] and "einops" not in f["error"]]
+
+
+# ----------------------------------------------------------------------------- grouped-query attention
+
+def test_query_groups_check_matches_the_release_attention():
+    """ML990 against the release's SelfAttention.get_query_key_value_tensors on CPU (NVIDIA/Megatron-LM#5755):
+    heads a multiple of tp, groups a multiple of tp (below tp the split all-gathers on the GPU, and a divisor of
+    tp always divides the heads); the rule fires exactly where the release raises, at attention.py:1424, and the
+    groups its help proposes are accepted."""
+    import re
+
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    from meshlint.engine.check import Options, run_checks
+    from meshlint.engine.ruleset import load_rules
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    rules = [r for r in load_rules() if r.code == "ML990"]
+    rng = random.Random(SEED + 17)
+    cases = sorted(({"tp": tp, "heads": tp * rng.randint(1, 12), "groups": tp * rng.randint(1, 6)}
+                    for tp in (1, 2, 4) for _ in range(20)), key=lambda c: c["tp"])
+    real = _run("qkv", cases, [WHEEL])
+    refused, proposals = 0, []
+    for case, got in zip(cases, real):
+        argv = ["--num-layers", "2", "--hidden-size", str(case["heads"] * 8), "--num-attention-heads",
+                str(case["heads"]), "--group-query-attention", "--num-query-groups", str(case["groups"]),
+                "--seq-length", "64", "--max-position-embeddings", "64", "--micro-batch-size", "1",
+                "--tensor-model-parallel-size", str(case["tp"])]
+        launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['tp']}", "pretrain_gpt.py", *argv])
+        report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
+        mine = [f for f in report.findings if f.code == "ML990"]
+        assert got["error"] is None or got["where"] == "megatron/core/transformer/attention.py:1424", (case, got)
+        assert bool(mine) == (got["error"] is not None), (case, got, [f.message for f in mine])
+        if mine:
+            refused += 1
+            groups = [int(v) for v in re.findall(r"--num-query-groups ([\d, ]+) \(", mine[0].help)[0].split(", ")]
+            proposals += [dict(case, groups=v) for v in groups if v >= case["tp"]]
+    assert refused >= 10 and len(cases) - refused >= 10 and proposals, refused
+    proposals.sort(key=lambda c: c["tp"])
+    assert all(f["error"] is None for f in _run("qkv", proposals, [WHEEL]))
