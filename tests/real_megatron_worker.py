@@ -25,11 +25,19 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   first exception, its line in num_microbatches_calculator.py and the iteration, or none.
 - ``constant``: for each {gbs, mbs, dp, decrease}, ConstantNumMicroBatchesCalculator: the line it raises at, or none.
 - ``pstate``: for each {tp, pp, cp, world, use_sharp, sharp_enabled_group, instances, hybrid, hierarchical,
-  backend}, ``initialize_model_parallel`` with those options: the line of parallel_state.py it raises at, or none.
+  backend, and optionally ep and etp (1 and tp, as validate_args defaults them)}, ``initialize_model_parallel`` with those options: the line of parallel_state.py it raises at, or none.
 - ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
   validate_args' own frame where it raised (a helper's raise: the line calling it).
 - ``interleaved``: for each {pp, vp, group, m}, forward_backward_pipelining_with_interleaving's checks of the
   microbatch count (schedules.py:995-1015): the ValueError/RuntimeError they raise, or none.
+- ``flex``: for each {tp, pp, ep, etp, world, experts, backend}, ``initialize_model_parallel`` on the fake process
+  group as rank 0, then the release's MoEFlexTokenDispatcher built as MoELayer.__init__ builds it
+  (moe_layer.py:210-216) from a real TransformerConfig and the process groups parallel_state made: the line of
+  token_dispatcher.py it raises at, or none (DeepEP/HybridEP absent here: the managers' own "not installed"
+  refusals come after the check and count as passing it).
+- ``qkv``: for each {tp, heads, groups} (groups >= tp: below it the QKV split all-gathers on the GPU),
+  the release's SelfAttention (local spec, CPU) built on the fake process group as rank 0, then its
+  get_query_key_value_tensors on a zero input: the file:line in megatron/core it raises at, or none.
 - ``build``: as ``vargs``, then, where validate_args accepts, ``core_transformer_config_from_args(args)`` (the
   TransformerConfig's __post_init__ runs in it): {stage: parser | validate | config | None, line, and for the
   config the file:line of the deepest frame in core_transformer_config_from_args or a config class}.
@@ -413,6 +421,7 @@ def _pstate(cases: list) -> list:
             ps.initialize_model_parallel(
                 c["tp"], c["pp"], None, pipeline_model_parallel_comm_backend=c["backend"], use_sharp=c["use_sharp"],
                 context_parallel_size=c["cp"], hierarchical_context_parallel_sizes=c["hierarchical"],
+                expert_model_parallel_size=c.get("ep", 1), expert_tensor_parallel_size=c.get("etp", c["tp"]),
                 hybrid_context_parallel=c["hybrid"], num_distributed_optimizer_instances=c["instances"],
                 create_gloo_process_groups=False, sharp_enabled_group=c["sharp_enabled_group"])
             out.append({"error": None, "line": None})
@@ -487,6 +496,76 @@ def _interleaved(cases: list) -> list:
     return out
 
 
+def _flex(cases: list) -> list:
+    import traceback
+
+    import torch
+
+    import megatron.core.parallel_state as ps
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.transformer.moe.token_dispatcher import MoEFlexTokenDispatcher
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    out, current = [], None
+    for c in cases:
+        current = _fake_world(c["world"], current)
+        try:
+            ps.initialize_model_parallel(c["tp"], c["pp"], None, expert_model_parallel_size=c["ep"],
+                                         expert_tensor_parallel_size=c["etp"], create_gloo_process_groups=False)
+            config = TransformerConfig(
+                num_layers=c["pp"] * 2, hidden_size=64, num_attention_heads=4, num_moe_experts=c["experts"],
+                moe_router_topk=2, moe_token_dispatcher_type="flex", moe_flex_dispatcher_backend=c["backend"],
+                tensor_model_parallel_size=c["tp"], pipeline_model_parallel_size=c["pp"],
+                expert_model_parallel_size=c["ep"], expert_tensor_parallel_size=c["etp"],
+                sequence_parallel=c["tp"] > 1, add_bias_linear=False, pipeline_dtype=torch.bfloat16, bf16=True)
+            local = c["experts"] // c["ep"]  # as BaseMoELayer.__init__ (moe_layer.py:100-110), rank 0
+            MoEFlexTokenDispatcher(local, list(range(local)), config=config,
+                                   pg_collection=ProcessGroupCollection.use_mpu_process_groups())
+            out.append({"error": None, "line": None})
+        except Exception as exc:  # noqa: BLE001 - reported where token_dispatcher.py raised it
+            lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
+                     if f.filename.replace(os.sep, "/").endswith("megatron/core/transformer/moe/token_dispatcher.py")]
+            out.append({"error": f"{type(exc).__name__}: {exc}", "line": lines[-1] if lines else None})
+        finally:
+            ps.destroy_model_parallel()
+    return out
+
+
+def _qkv(cases: list) -> list:
+    import traceback
+
+    import torch
+
+    import megatron.core.parallel_state as ps
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.transformer.attention import SelfAttention
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    spec = get_gpt_layer_local_spec().submodules.self_attention
+    out, current = [], None
+    for c in cases:
+        current = _fake_world(c["tp"], current)
+        try:
+            ps.initialize_model_parallel(c["tp"], 1, create_gloo_process_groups=False)
+            config = TransformerConfig(num_layers=1, hidden_size=c["heads"] * 8, num_attention_heads=c["heads"],
+                                       num_query_groups=c["groups"], tensor_model_parallel_size=c["tp"],
+                                       use_cpu_initialization=True, add_bias_linear=False)
+            attention = SelfAttention(config, spec.submodules, layer_number=1,
+                                      attn_mask_type=spec.params["attn_mask_type"],
+                                      pg_collection=ProcessGroupCollection.use_mpu_process_groups())
+            attention.get_query_key_value_tensors(torch.zeros(4, 1, config.hidden_size))
+            out.append({"error": None, "where": None})
+        except Exception as exc:  # noqa: BLE001 - reported where megatron/core raised it
+            frame = [f for f in traceback.extract_tb(exc.__traceback__)
+                     if "megatron/core/" in f.filename.replace(os.sep, "/")][-1]
+            where = "megatron/core/" + frame.filename.replace(os.sep, "/").split("megatron/core/", 1)[1]
+            out.append({"error": f"{type(exc).__name__}: {exc}", "where": f"{where}:{frame.lineno}"})
+        finally:
+            ps.destroy_model_parallel()
+    return out
+
+
 def main() -> int:
     import warnings
 
@@ -496,7 +575,7 @@ def main() -> int:
         result = {"groups": _groups, "split": _split, "layout": _layout,
                   "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
                   "config": _config, "pstate": _pstate, "build": _build,
-                  "interleaved": _interleaved}[request["mode"]](request["cases"])
+                  "interleaved": _interleaved, "flex": _flex, "qkv": _qkv}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

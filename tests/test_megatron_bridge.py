@@ -155,7 +155,8 @@ def test_explain_shows_the_split_and_where_the_sizes_come_from():
     proc = subprocess.run([sys.executable, "-m", "meshlint", "explain", RECIPES + "::qwen35_397b_pp8_fixed_config"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "interleaved_1f1b, 32 stages (4 per rank): layers 1, 1, 1, 1, 2, 2" in proc.stdout
+    # in the model's order: rank 0's four chunks are stages 0, 8, 16 and 24, one layer each (4 first-stage layers)
+    assert "interleaved_1f1b, 32 stages (4 per rank): layers 1, 2, 2, 2, 2, 2, 2, 2, 1, 2" in proc.stdout
     assert "Qwen/Qwen3.5-397B-A17B's config.json" in proc.stdout and "512 experts" in proc.stdout
     # the same first/last-stage split given to Megatron-LM (explain crashed on it before)
     proc = subprocess.run([sys.executable, "-m", "meshlint", "explain", "--", "torchrun", "--nproc_per_node", "8",

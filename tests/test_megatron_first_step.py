@@ -165,3 +165,88 @@ def test_a_bridge_script_without_recipe_is_skipped_with_a_bridge_note(tmp_path):
                     "provider = bridge.to_megatron_provider()\nprovider.tensor_model_parallel_size = 4\n")
     [r] = check_all(str(path), OPTIONS)
     assert r.status == "skipped" and "megatron.bridge" in r.note and "torchtitan" not in r.note
+
+
+# ----------------------------------------------------------------------------- ML989: flex dispatcher, etp·ep = 1
+
+FLEX = [*MOE, "--moe-token-dispatcher-type", "flex", "--disable-bias-linear"]
+
+
+def test_flex_dispatcher_without_expert_parallelism_is_an_error():
+    report = check(*FLEX, "--pipeline-model-parallel-size", "2")
+    [f] = found(report, "ML989")
+    assert f.severity == "error" and "token_dispatcher.py:1346" in f.message
+    assert "expert parallelism 1 and expert tensor parallelism 1" in f.message
+    assert "--expert-model-parallel-size to 2, 4 (" in f.help and "alltoall" in f.help
+    # either degree lifts it: the check multiplies the expert tp group by the ep group
+    assert not found(check(*FLEX, "--expert-model-parallel-size", "2"), "ML989")
+    assert not found(check(*FLEX, "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                           "--expert-tensor-parallel-size", "2"), "ML989")
+    # tp alone does not: MoEFlexTokenDispatcher reads the expert tp group (--expert-tensor-parallel-size 1)
+    assert found(check(*FLEX, "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                       "--expert-tensor-parallel-size", "1"), "ML989")
+    assert not found(check(*MOE, "--moe-token-dispatcher-type", "alltoall"), "ML989")
+    # one rank left: no ep > 1 fits, the help names another dispatcher only
+    [f] = found(check(*FLEX, nproc=1), "ML989")
+    assert "--expert-model-parallel-size" not in f.help and "alltoall" in f.help
+
+
+FLEX_RECIPE = '''# meshlint: world_size=8
+from megatron.bridge.models.olmoe import OlMoEModelProvider
+from megatron.bridge.training.config import ConfigContainer
+
+
+def olmoe_flex_config() -> ConfigContainer:
+    cfg = ConfigContainer(model=OlMoEModelProvider())
+    cfg.model.moe_token_dispatcher_type = "flex"
+{extra}    return cfg
+'''
+
+
+def test_bridge_recipe_with_flex_dispatcher_and_no_expert_parallelism(tmp_path):
+    from meshlint.engine.check import check_all
+
+    def run(extra: str = ""):
+        path = tmp_path / "recipe.py"
+        path.write_text(FLEX_RECIPE.replace("{extra}", extra))
+        return [f for r in check_all(str(path), OPTIONS) for f in r.findings if f.code == "ML989"]
+
+    [f] = run()
+    assert "model.moe_token_dispatcher_type flex" in f.message and "expert_model_parallel_size to" in f.help
+    assert not run("    cfg.model.expert_model_parallel_size = 8\n")
+
+
+# ----------------------------------------------------------------------------- explain: stages in the model's order
+
+def test_interleaved_layer_counts_are_listed_in_stage_order():
+    """NVIDIA/Megatron-LM#1852: with virtual stages the stage list follows the layout string (stage v·pp + r is rank
+    r's chunk v), so the empty stages of "Et|(tt|)*14|(tt|)*13ttt|ttt|L" (stages 15 and 31: rank 15) show where the
+    string puts them; the release builds [1, 2] on rank 0 and [0, 0] on rank 15 (tests/test_real_megatron.py's
+    layout mode runs the same string)."""
+    from meshlint.frameworks.megatron.core_0_16 import pipeline_plan
+
+    report = check("--global-batch-size", "64", "--pipeline-model-parallel-size", "16", "--num-layers", "61",
+                   "--pipeline-model-parallel-layout", "Et|(tt|)*14|(tt|)*13ttt|ttt|L", nproc=16)
+    plan = pipeline_plan(report.spec, report.resolution)
+    assert plan["stages"] == 32 and plan["stages_per_rank"] == 2
+    assert plan["layer_counts"] == [1] + [2] * 14 + [0] + [2] * 13 + [3, 3, 0]
+
+
+# ----------------------------------------------------------------------------- ML203: a long group's example
+
+def test_a_crossing_group_longer_than_its_example_says_so():
+    """NVIDIA-NeMo/Megatron-Bridge#4980's ep 32 over 4 nodes: the placement fact keeps a group's first 16 members;
+    the message showed them as "{0-15}", a whole group of 16, for a group of 32."""
+    moe = ["--num-experts", "64", "--moe-router-topk", "2", "--global-batch-size", "64"]
+    options = OPTIONS
+
+    def crossing(ep: str, nproc: int) -> list:
+        launch = ["torchrun", "--nproc_per_node", "8", "--nnodes", str(nproc // 8), "pretrain_gpt.py", *MODEL, *moe,
+                  "--expert-model-parallel-size", ep]
+        report = run_checks(analyse_launch(parse_launch_args(launch), options), options)
+        return [f.message for f in report.findings if f.code == "ML203"]
+
+    [long] = crossing("32", 32)
+    assert "a group like {0-15} (its first 16 of 32 ranks) on 4 nodes" in long, long
+    [short] = crossing("16", 32)
+    assert "a group like {0-15} on 2 nodes" in short, short

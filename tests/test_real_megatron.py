@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -341,6 +342,42 @@ def test_refusal_inventory_lists_exactly_the_sites_and_classifies_each():
         "docs/refusals-megatron.md is stale: python -m meshlint.generate.megatron_refusals --write ROOT"
 
 
+def test_first_step_functions_exist_and_each_site_has_a_hand_entry():
+    """The first training step's functions (FIRST_STEP) are all in the checkout with at least one site between
+    them per file, and each of their sites is classified by a FIRST_STEP_HAND entry naming it, not by a
+    generic pattern (whose why would be a guess about code the patterns were not written for)."""
+    root = os.environ.get("MEGATRON_LM_ROOT")
+    if not root:
+        pytest.skip("the inventory is checked against a Megatron-LM checkout at core_v0.16.1: set MEGATRON_LM_ROOT")
+    import ast
+
+    from meshlint.generate import megatron_refusals as refusals
+
+    for rel, functions in refusals.FIRST_STEP.items():
+        tree = ast.parse((Path(root) / rel).read_text(encoding="utf-8"))
+        defined = set()
+
+        def walk(node, scope):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    defined.add(".".join(scope + [child.name]))
+                    walk(child, scope + [child.name])
+                else:
+                    walk(child, scope)
+        walk(tree, [])
+        assert set(functions) <= defined, (rel, sorted(set(functions) - defined))
+    sites = [s for s in refusals.enumerate_sites(Path(root)) if s.file in refusals.FIRST_STEP]
+    assert {s.file for s in sites} == set(refusals.FIRST_STEP)
+    hand = [r for r in refusals.FIRST_STEP_HAND]
+    for site in sites:
+        assert any(r.matches(site, refusals.VERSION) for r in hand), site.where
+    # the two first-step refusals that were rules before the inventory reached them are classified as those rules
+    verdicts = {s.where: refusals.classify(s)[0] for s in sites}
+    assert verdicts["megatron/core/transformer/moe/moe_layer.py:380"] == "rule ML986"
+    assert {verdicts[f"megatron/core/pipeline_parallel/schedules.py:{n}"] for n in (1003, 1015)} == {"rule ML988"}
+    assert verdicts["megatron/core/transformer/moe/token_dispatcher.py:1346"] == "rule ML989"
+
+
 def test_refusal_inventory_names_rules_that_exist():
     import re
 
@@ -460,3 +497,159 @@ def test_interleaved_microbatch_checks_match_the_schedule():
     assert all(w["error"] is None for w in real[len(cases):]), [
         (p, w) for p, w in zip(proposed, real[len(cases):]) if w["error"]]
     assert refused > 100 and proposed
+
+
+# ----------------------------------------------------------------------------- the flex token dispatcher
+
+def _flex_cases(n: int) -> list:
+    """Valid layouts (world = lcm of tp·pp and etp·ep·pp, times a dp factor), experts a multiple of ep."""
+    import math
+
+    rng = random.Random(SEED + 11)
+    out = []
+    while len(out) < n:
+        tp, pp, ep, etp = rng.choice([1, 1, 2, 4]), rng.choice([1, 1, 2]), rng.choice([1, 1, 2, 4, 8]), \
+            rng.choice([1, 1, 1, 2])
+        world = math.lcm(tp * pp, etp * ep * pp) * rng.choice([1, 1, 2])
+        if world > 64:
+            continue
+        out.append({"tp": tp, "pp": pp, "ep": ep, "etp": etp, "world": world,
+                    "experts": ep * rng.choice([1, 2, 4]), "backend": rng.choice(["deepep", "hybridep"])})
+    return sorted(out, key=lambda c: c["world"])  # one fake process group per world size
+
+
+def test_flex_dispatcher_check_matches_the_release():
+    """ML989 against the release's MoEFlexTokenDispatcher (token_dispatcher.py:1346), built on the process groups
+    initialize_model_parallel makes: the rule fires exactly where the release refuses, and its help's ep values
+    pass the check."""
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    from meshlint.engine.check import Options, run_checks
+    from meshlint.engine.ruleset import load_rules
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    rules = [r for r in load_rules() if r.code == "ML989"]
+    cases = _flex_cases(60)
+    real = _run("flex", cases, [WHEEL])
+    refused, fixes = 0, []
+    for case, got in zip(cases, real):
+        argv = [*PSTATE_BASE, "--num-experts", str(case["experts"]), "--moe-router-topk", "2",
+                "--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", case["backend"],
+                "--disable-bias-linear", "--bf16", "--global-batch-size", str(case["world"]),
+                "--tensor-model-parallel-size", str(case["tp"]), "--pipeline-model-parallel-size", str(case["pp"]),
+                "--expert-model-parallel-size", str(case["ep"]), "--expert-tensor-parallel-size", str(case["etp"])]
+        argv += ["--sequence-parallel"] if case["tp"] > 1 else []
+        launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['world']}", "pretrain_gpt.py", *argv])
+        report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
+        mine = [f for f in report.findings if f.code == "ML989"]
+        assert got["line"] in (1346, 997, 1149), (case, got)  # the check, else a manager's "not installed"
+        assert bool(mine) == (got["line"] == 1346), (case, got, [f.message for f in mine])
+        if mine:
+            refused += 1
+            assert "token_dispatcher.py:1346" in mine[0].message
+            found = re.findall(r"--expert-model-parallel-size to ([\d, ]+) \(", mine[0].help)
+            assert found or "alltoall" in mine[0].help, mine[0].help  # no ep fits these ranks: another dispatcher
+            fixes += [dict(case, ep=int(e)) for e in found[0].split(", ")] if found else []
+    assert refused >= 10 and len(cases) - refused >= 10 and fixes, refused
+    fixes.sort(key=lambda c: c["world"])
+    fixed = _run("flex", fixes, [WHEEL])
+    assert all(f["line"] in (997, 1149) for f in fixed), [(c, f) for c, f in zip(fixes, fixed) if f["line"] == 1346]
+
+
+# ----------------------------------------------------------------------------- distributed-optimizer instances
+
+def test_optimizer_instances_check_and_its_help_match_the_release():
+    """ML978 against the real initialize_model_parallel on MoE layouts (NVIDIA/Megatron-LM#4342: ep 2 on one 4-GPU
+    node with 2 instances): refused exactly where the release refuses (parallel_state.py:833/1263), and every expert
+    degree its help proposes accepted."""
+    import re
+
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    from meshlint.engine.check import Options, run_checks
+    from meshlint.engine.ruleset import load_rules
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    rules = [r for r in load_rules() if r.code == "ML978"]
+    rng = random.Random(SEED + 13)
+    cases = []
+    while len(cases) < 80:
+        tp, pp, ep, etp = rng.choice([1, 2]), rng.choice([1, 2]), rng.choice([1, 2, 4]), rng.choice([1, 2])
+        world = tp * pp * rng.choice([1, 2, 4])
+        if world % (etp * ep * pp) or world > 16:
+            continue
+        dp = world // (tp * pp)
+        cases.append({"tp": tp, "pp": pp, "cp": 1, "ep": ep, "etp": etp, "world": world,
+                      "instances": rng.choice([d for d in range(2, dp + 1) if dp % d == 0] or [1]),
+                      "use_sharp": False, "sharp_enabled_group": None, "hybrid": False, "hierarchical": None,
+                      "backend": None})
+    cases.sort(key=lambda c: c["world"])
+    real = _run("pstate", cases, [WHEEL])
+    refused, proposals = 0, []
+    for case, got in zip(cases, real):
+        argv = [*PSTATE_BASE, "--num-experts", "8", "--tensor-model-parallel-size", str(case["tp"]),
+                "--pipeline-model-parallel-size", str(case["pp"]), "--expert-model-parallel-size", str(case["ep"]),
+                "--expert-tensor-parallel-size", str(case["etp"]),
+                "--num-distributed-optimizer-instances", str(case["instances"])]
+        launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['world']}", "pretrain_gpt.py", *argv])
+        report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
+        mine = [f for f in report.findings if f.code == "ML978"]
+        release = got["line"] in (833, 834, 1263, 1264)
+        assert got["error"] is None or release or "einops" in got["error"], (case, got)
+        assert bool(mine) == release, (case, got, [f.message for f in mine])
+        if mine:
+            refused += 1
+            for flag, key in (("--expert-model-parallel-size", "ep"), ("--expert-tensor-parallel-size", "etp")):
+                found = re.findall(re.escape(flag) + r" ([\d, ]+?)(?: or |$)", mine[0].help)
+                proposals += [dict(case, **{key: int(v)}) for v in found[0].split(", ")] if found else []
+    assert refused >= 10 and len(cases) - refused >= 10 and proposals, (refused, len(proposals))
+    proposals.sort(key=lambda c: c["world"])
+    fixed = _run("pstate", proposals, [WHEEL])
+    assert all(f["error"] is None or "einops" in f["error"] for f in fixed), [
+        (c, f) for c, f in zip(proposals, fixed) if f["error"] and "einops" not in f["error"]]
+
+
+# ----------------------------------------------------------------------------- grouped-query attention
+
+def test_query_groups_check_matches_the_release_attention():
+    """ML990 against the release's SelfAttention.get_query_key_value_tensors on CPU (NVIDIA/Megatron-LM#5755):
+    heads a multiple of tp, groups a multiple of tp (below tp the split all-gathers on the GPU, and a divisor of
+    tp always divides the heads); the rule fires exactly where the release raises, at attention.py:1424, and the
+    groups its help proposes are accepted."""
+    import re
+
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    from meshlint.engine.check import Options, run_checks
+    from meshlint.engine.ruleset import load_rules
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    rules = [r for r in load_rules() if r.code == "ML990"]
+    rng = random.Random(SEED + 17)
+    cases = sorted(({"tp": tp, "heads": tp * rng.randint(1, 12), "groups": tp * rng.randint(1, 6)}
+                    for tp in (1, 2, 4) for _ in range(20)), key=lambda c: c["tp"])
+    real = _run("qkv", cases, [WHEEL])
+    refused, proposals = 0, []
+    for case, got in zip(cases, real):
+        argv = ["--num-layers", "2", "--hidden-size", str(case["heads"] * 8), "--num-attention-heads",
+                str(case["heads"]), "--group-query-attention", "--num-query-groups", str(case["groups"]),
+                "--seq-length", "64", "--max-position-embeddings", "64", "--micro-batch-size", "1",
+                "--tensor-model-parallel-size", str(case["tp"])]
+        launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['tp']}", "pretrain_gpt.py", *argv])
+        report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
+        mine = [f for f in report.findings if f.code == "ML990"]
+        assert got["error"] is None or got["where"] == "megatron/core/transformer/attention.py:1424", (case, got)
+        assert bool(mine) == (got["error"] is not None), (case, got, [f.message for f in mine])
+        if mine:
+            refused += 1
+            groups = [int(v) for v in re.findall(r"--num-query-groups ([\d, ]+) \(", mine[0].help)[0].split(", ")]
+            proposals += [dict(case, groups=v) for v in groups if v >= case["tp"]]
+    assert refused >= 10 and len(cases) - refused >= 10 and proposals, refused
+    proposals.sort(key=lambda c: c["tp"])
+    assert all(f["error"] is None for f in _run("qkv", proposals, [WHEEL]))

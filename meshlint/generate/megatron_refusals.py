@@ -1,4 +1,4 @@
-"""Every raise/assert of Megatron-Core 0.16.1's start-up a launch line can reach, classified: docs/refusals-megatron.md.
+"""Every raise/assert of Megatron-Core 0.16.1's start-up and first training step a launch line can reach, classified: docs/refusals-megatron.md.
 
     python -m meshlint.generate.megatron_refusals --write /path/to/Megatron-LM   # at tag core_v0.16.1
     python -m meshlint.generate.megatron_refusals --check /path/to/Megatron-LM
@@ -7,7 +7,9 @@ The sites are enumerated with meshlint/generate/refusals.py's ast walker, in the
 runs between parsing its options and building the model's layers: parse_args, validate_args and
 core_transformer_config_from_args (megatron/training/arguments.py, Megatron-LM only), the microbatch
 calculators, initialize_model_parallel and RankGenerator, ModelParallelConfig/TransformerConfig's
-__post_init__ and get_num_layers_to_build (megatron/core, also in the wheel). Each is classified with
+__post_init__ and get_num_layers_to_build (megatron/core, also in the wheel); and, in FIRST_STEP, the first
+training step's checks on the paths a parallel layout decides: the MoE layer (built, then its forward), its
+token dispatcher and router, and the pipeline schedule train_step runs. Each is classified with
 that module's verdicts: a hand entry below (the rule covering it), its generic patterns (packages, the
 GPU, files), or, for a check that reads only the parsed options (validate_args and the config classes
 see nothing else), ``open``: decidable from the launch line, not yet a rule. It is a document of its
@@ -38,11 +40,76 @@ SCOPE = {  # file -> the functions of it a launch runs before the first step
         "PipelineParallelLayerLayout.__init__", "PipelineParallelLayerLayout.validate_layer_layout",
         "PipelineParallelLayerLayout.parse_str_to_list"),
 }
+# the first training step's checks on the code paths a parallel layout decides: the MoE layer's construction
+# and forward, its token dispatcher and router, and the pipeline schedule train_step runs (nested helpers of a
+# schedule are left out: they only check the schedule's own bookkeeping of send/recv handles)
+FIRST_STEP = {
+    "megatron/core/transformer/moe/moe_layer.py": (
+        "BaseMoELayer.__init__", "MoELayer.__init__", "MoELayer.forward", "MoELayer.forward.custom_forward",
+        "MoELayer.preprocess", "MoELayer.routed_experts_compute"),
+    "megatron/core/transformer/moe/token_dispatcher.py": (
+        "MoEAllGatherTokenDispatcher.__init__", "MoEAlltoAllTokenDispatcher.__init__",
+        "MoEFlexTokenDispatcher.__init__", "_DeepepManager.__init__", "_HybridEPManager.__init__"),
+    "megatron/core/transformer/moe/router.py": ("TopKRouter.__init__", "TopKRouter.sinkhorn_load_balancing"),
+    "megatron/core/pipeline_parallel/schedules.py": (
+        "get_forward_backward_func", "forward_backward_no_pipelining",
+        "forward_backward_pipelining_with_interleaving", "forward_backward_pipelining_without_interleaving"),
+}
+SCOPE.update(FIRST_STEP)
 R = base.Rule
 OPEN_WHY = ("a check of the parsed options alone (these functions read nothing else): decidable from the launch line, "
             "not yet a rule")
 ARGS, PS, TC = "megatron/training/arguments.py", "megatron/core/parallel_state.py", "*/transformer_config.py"
-HAND = [
+MOE, DISPATCH, ROUTER, SCHED = "*/moe/moe_layer.py", "*/moe/token_dispatcher.py", "*/moe/router.py", "*/schedules.py"
+TRAIN_STEP = ("Megatron-LM's train_step passes the schedule neither p2p_communicator nor pg_collection "
+              "(training.py:1652-1663): it builds both from parallel_state")
+FIRST_STEP_HAND = [
+    # ---------------------------------------------------------------- the pipeline schedule (train_step's first call)
+    R("rule ML988", "the interleaved schedule's microbatch group (core_0_16.microbatch_group_refusal)", SCHED,
+      func="forward_backward_pipelining_with_interleaving",
+      text=r"microbatch_group_size_per_vp_stage|final_microbatch_group_size"),
+    R("internal", TRAIN_STEP, SCHED, text=r"p2p_communicator|pg_collection"),
+    R("runtime", "installed packages: train_step passes an adjust_tensor_shapes_fn only where NVIDIA ModelOpt is "
+      "installed (training.py:1621-1630)", SCHED, text=r"adjust_tensor_shapes_fn"),
+    R("internal", "get_model builds one model chunk per virtual stage and train_step one data iterator per chunk; "
+      "get_forward_backward_func picks this schedule from pp and vp alone (schedules.py:144-150)", SCHED,
+      text=r"model chunking|isinstance\(model, list\)|isinstance\(data_iterator, list\)|torch\.nn\.Module"),
+    R("internal", "core_transformer_config_from_args sets batch_p2p_comm = not overlap_p2p_comm (arguments.py:1326)",
+      SCHED, text=r"overlap_p2p_comm and batch_p2p_comm|overlap_p2p_comm and config\.batch_p2p_comm"),
+    R("internal", "validate_args sets overlap_p2p_comm False without virtual stages (arguments.py:583-585)", SCHED,
+      func="forward_backward_pipelining_without_interleaving", text=r"config\.overlap_p2p_comm"),
+    R("internal", "the schedule's own bookkeeping of its p2p wait handles", SCHED,
+      text=r"wait_handles|should have registered"),
+    # ---------------------------------------------------------------- the MoE layer, its dispatcher and router
+    R("rule ML986", "MoE with tp > 1 and no sequence parallelism, at the first training forward", MOE,
+      func=r"^MoELayer\.forward$", text=r"sequence_parallel"),
+    R("rule ML309", "experts ÷ ep (validate_args asks first, arguments.py)", MOE, text=r"num_moe_experts % ep_size"),
+    R("internal", "a process group has at least one rank; with experts ÷ ep (rule ML309) every rank holds "
+      "experts/ep > 0 consecutive experts", MOE, text=r"ep_size > 0|local_expert_indices"),
+    R("internal", "a process group has at least one rank; with experts ÷ ep (rule ML309) every rank holds "
+      "experts/ep > 0 consecutive experts", DISPATCH, text=r"num_local_experts|local_expert_indices|"
+                                                             r"num_moe_experts is not None"),
+    R("rule ML968", "argparse's choices refuse any other value first (allgather, alltoall, flex; deepep, hybridep)",
+      text=r"Unsupported token dispatcher type|Invalid backend"),
+    R("internal", "the experts fold their bias into the output when given the routing probabilities (mlp.py:244-248, "
+      "experts.py:764 and :926) and the legacy GroupedMLP refuses a bias when built (experts.py:82)", MOE,
+      text=r"mlp_bias is None"),
+    R("internal", "TransformerConfig.__post_init__ asks first: --moe-pad-expert-input-to-capacity needs "
+      "--moe-expert-capacity-factor (transformer_config.py:1131-1134, rule ML982)", DISPATCH,
+      text=r"drop_and_pad and not"),
+    R("rule ML989", "the flex dispatcher needs etp·ep > 1 (frameworks/megatron/core_0_16.py)", DISPATCH,
+      text=r"tp_size \* self\.ep_size > 1"),
+    R("internal", "its own priorities: cuda_dtoh_point and cuda_sync_point are set together from the config",
+      DISPATCH, text=r"cuda_sync_point_priority"),
+    R("runtime", "installed packages: MoE latent projections need Transformer Engine", MOE, text=r"HAVE_TE"),
+    R("runtime", "installed packages: the flex dispatcher's backend (DeepEP, HybridEP) is a package of its own", DISPATCH,
+      text=r"is not installed"),
+    R("open", "--moe-latent-size with --moe-shared-expert-overlap: not a parallel layout, not yet a rule "
+      "(transformer_config.py does not ask)", MOE, text=r"shared_expert_overlap"),
+    R("open", "--moe-router-load-balancing-type sinkhorn with a nonzero --moe-aux-loss-coeff: not a parallel layout, "
+      "not yet a rule (transformer_config.py does not ask)", ROUTER, text=r"moe_aux_loss_coeff == 0"),
+]
+HAND = FIRST_STEP_HAND + [
     R("rule ML981", "the custom layout string (--pipeline-model-parallel-layout)",
       text=r"\| (The length of pipeline_model_parallel_layout|pipeline_model_parallel_layout cannot be set)"),
     R("internal", "validate_args sets the virtual pipeline size from the layout itself (arguments.py:525)", TC,
@@ -180,7 +247,7 @@ def _classify(site) -> tuple:
 def render(rows: list) -> str:
     c = base.counts(rows)
     lines = [
-        "# Refusals of Megatron-Core 0.16.1: every raise and assert a launch line can reach before the model is built",
+        "# Refusals of Megatron-Core 0.16.1: every raise and assert a launch line can reach up to its first training step",
         "",
         "<!-- Generated by meshlint/generate/megatron_refusals.py: edit the classification there, then regenerate:",
         "     python -m meshlint.generate.megatron_refusals --write /path/to/Megatron-LM   (tag core_v0.16.1) -->",
@@ -188,7 +255,9 @@ def render(rows: list) -> str:
         "Megatron-LM at tag `core_v0.16.1` (55ac70825), the code megatron-core 0.16.1 on the package index ships plus "
         "megatron/training. The functions read: " + ", ".join(f"`{f}`" for fs in SCOPE.values() for f in fs) + ". "
         "Verdicts as in [refusals.md](refusals.md); `open` here means a check of the parsed options alone, which "
-        "validate_args and the config classes see and nothing else. tests/test_real_megatron.py checks the list "
+        "validate_args and the config classes see and nothing else. From `BaseMoELayer.__init__` on they are the first "
+        "training step's (the MoE layer built and run, its token dispatcher and router, the pipeline schedule "
+        "train_step runs), each site classified by hand (FIRST_STEP_HAND). tests/test_real_megatron.py checks the list "
         "against the source where a checkout is given (MEGATRON_LM_ROOT).",
         "",
         "| sites | not reachable | not decidable | decidable | by a rule | not yet covered |",

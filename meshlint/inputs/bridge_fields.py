@@ -42,6 +42,7 @@ FIELDS = {
     ("model", "cp_comm_type"): "cp_comm_type",
     ("model", "hierarchical_context_parallel_sizes"): "hierarchical_context_parallel_sizes",
     ("model", "microbatch_group_size_per_vp_stage"): "microbatch_group_size_per_vp_stage",
+    ("model", "moe_token_dispatcher_type"): "moe_token_dispatcher_type",  # the flex dispatcher's etp·ep (ML989)
     ("train", "micro_batch_size"): "micro_batch_size",
     ("train", "global_batch_size"): "global_batch_size",
     ("train", "rampup_batch_size"): "rampup_batch_size",
@@ -79,6 +80,7 @@ DEFAULTS = {
     ("model", "cp_comm_type"): None,                        # transformer_config.py:732 (core_v0.16.1)
     ("model", "hierarchical_context_parallel_sizes"): None,  # model_parallel_config.py:48
     ("model", "microbatch_group_size_per_vp_stage"): None,   # model_parallel_config.py:343 (None -> pp, :447-448)
+    ("model", "moe_token_dispatcher_type"): "allgather",     # transformer_config.py:675
     ("model", "num_layers_in_first_pipeline_stage"): None, ("model", "num_layers_in_last_pipeline_stage"): None,
     ("model", "account_for_embedding_in_pipeline_split"): False,
     ("model", "account_for_loss_in_pipeline_split"): False,

@@ -411,7 +411,9 @@ def pipeline_plan(spec: Spec, res: Resolution) -> dict:
     return {
         "schedule": ("interleaved_1f1b" if vp else "1f1b") if isinstance(pp, int) and pp > 1 else None,
         "style": "megatron", "stages": (pp * (vp or 1)) if isinstance(pp, int) else None,
-        "stages_per_rank": vp or 1, "layer_counts": [c for rank in counts for c in rank] if counts else None,
+        # in the model's order (stage v·pp + r is rank r's chunk v), the order a layout string is written in
+        "stages_per_rank": vp or 1, "layer_counts": [counts[r][v] for v in range(len(counts[0])) for r in range(
+            len(counts))] if counts else None,
         # the per-rank load, the embedding/loss counted as a layer where the split counts them; first/last stage
         # sizes the user chose are deliberate, not an imbalance to warn about
         "effective_counts": (effective if counts and a.get("decoder_first_pipeline_num_layers") is None and a.get(
