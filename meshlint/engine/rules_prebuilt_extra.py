@@ -4,7 +4,7 @@ an expression, and only while FINGERPRINT and FORMAT are those of rules_prebuilt
 an expression's source to its tree as JSON text, DOCS a rule's code to its doc."""
 
 FORMAT = 6
-FINGERPRINT = ('0.1.0', 18, 518725642, 202, 590449589)
+FINGERPRINT = ('0.1.0', 18, 518725642, 202, 2464613625)
 TREES = {
     'false': '["c",1,false]',
     'problems': '["n",1,"problems"]',
