@@ -115,10 +115,88 @@ def test_accelerate_launch_in_a_shell_command_string(tmp_path):
     assert report.status == "checked" and "ML926" in _codes(report)
 
 
-def test_a_launch_with_an_undetermined_word_says_why_it_is_skipped(tmp_path):
+def test_an_address_from_the_shell_does_not_stop_the_launch_being_read(tmp_path):
+    # Accelerate's own examples/slurm/submit_multinode.sh shape: the IP from $(scontrol ...) in a LAUNCHER string
+    script = tmp_path / "job.sbatch"
+    script.write_text('#!/bin/bash\n#SBATCH --nodes=2\nhead=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+                      'export LAUNCHER="accelerate launch --num_processes $((SLURM_NNODES * 4 + 1)) '
+                      '--num_machines $SLURM_NNODES --rdzv_backend c10d --main_process_ip $head --main_process_port 29500"\n'
+                      'export CMD="$LAUNCHER train.py --mixed_precision fp16"\nsrun $CMD\n')
+    report = check_file(str(script), Options(rules=RULES))
+    # 9 processes on 2 machines: 4 each (ML926); no --machine_rank and no config file: int(None) (ML933)
+    assert report.status == "checked" and _codes(report) == {"ML926", "ML933"}
+
+
+def test_a_word_that_may_hide_flags_still_skips_the_launch_and_says_which(tmp_path):
     script = tmp_path / "job.sbatch"
     script.write_text('#!/bin/bash\nhead=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
                       'export LAUNCHER="accelerate launch --num_processes 8 --num_machines 2 --main_process_ip $head"\n'
-                      'srun $LAUNCHER train.py\n')
+                      'srun $LAUNCHER $EXTRA_FLAGS train.py\n')
     report = check_file(str(script), Options(rules=RULES))
-    assert report.status == "skipped" and "line 4" in report.note and "scontrol" in report.note
+    assert report.status == "skipped" and "line 4" in report.note and "$EXTRA_FLAGS" in report.note
+    assert "scontrol" not in report.note
+
+
+def test_num_processes_the_script_does_not_determine_is_unknown_not_an_error(tmp_path):
+    script = tmp_path / "job.sbatch"  # no #SBATCH --nodes: the sbatch call gives it
+    script.write_text("#!/bin/bash\nsrun accelerate launch --num_machines $SLURM_NNODES "
+                      "--num_processes $((SLURM_NNODES * 8)) --main_process_ip $MASTER_ADDR train.py\n")
+    report = check_file(str(script), Options(rules=RULES))
+    assert report.status == "checked" and not [c for c in _codes(report) if c != "ML105"]
+
+
+def _rank_script(tmp_path, launch: str, header: str = "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n"):
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\n" + header + "MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)\n"
+                      + launch + "\n")
+    return check_file(str(script), Options(rules=RULES))
+
+
+RANKED = "--multi_gpu --num_machines 2 --num_processes 16 --main_process_ip $MASTER_ADDR"
+
+
+def test_machine_rank_expanded_once_directly_under_srun(tmp_path):
+    report = _rank_script(tmp_path, f"srun accelerate launch {RANKED} --machine_rank $SLURM_NODEID train.py")
+    (f,) = [f for f in report.findings if f.code == "ML932"]
+    assert f.severity == "error" and (f.line, f.col) == (5, 118) and "$SLURM_NODEID" in f.message
+    assert "\\$SLURM_NODEID" in f.help and "c10d" in f.help
+
+
+def test_machine_rank_expanded_once_in_a_double_quoted_string(tmp_path):
+    report = _rank_script(tmp_path, f'srun bash -c "accelerate launch {RANKED} --machine_rank $SLURM_PROCID train.py"')
+    assert _codes(report) == {"ML932"}
+
+
+def test_machine_rank_through_a_variable_with_a_default(tmp_path):
+    # huggingface/accelerate#3312's shape: MACHINE_RANK=${SLURM_NODEID:-0} in the batch script
+    report = _rank_script(tmp_path, f"MACHINE_RANK=${{SLURM_NODEID:-0}}\n"
+                                    f"srun accelerate launch {RANKED} --machine_rank $MACHINE_RANK train.py")
+    (f,) = [f for f in report.findings if f.code == "ML932"]
+    assert f.line == 5
+
+
+def test_machine_rank_each_task_expands_is_not_reported(tmp_path):
+    for launch in (f"srun bash -c 'accelerate launch {RANKED} --machine_rank $SLURM_PROCID train.py'",
+                   f'srun bash -c "accelerate launch {RANKED} --machine_rank \\$SLURM_PROCID train.py"',
+                   f"srun accelerate launch --rdzv_backend c10d {RANKED} --machine_rank $SLURM_PROCID train.py",
+                   f"accelerate launch {RANKED} --machine_rank $SLURM_PROCID train.py"):  # a script srun runs
+        report = _rank_script(tmp_path, launch)
+        assert report.status == "checked" and "ML932" not in _codes(report), launch
+    # one machine: the same rank everywhere is the right one
+    report = _rank_script(tmp_path, "srun accelerate launch --num_machines 1 --num_processes 8 "
+                                    "--machine_rank $SLURM_PROCID train.py")
+    assert "ML932" not in _codes(report)
+
+
+def test_several_machines_without_machine_rank_or_config(tmp_path):
+    # Accelerate's examples/slurm/submit_multinode.sh launch (PR #2096's TypeError), then with a rank, with a file
+    base = "srun accelerate launch --multi_gpu --num_processes 16 --num_machines 4 --rdzv_backend c10d train.py"
+    report = _rank_script(tmp_path, base)
+    (f,) = [f for f in report.findings if f.code == "ML933"]
+    assert f.severity == "warning" and "utils/launch.py:219" in f.message and "NoneType" in f.message
+    assert "ML933" not in _codes(_rank_script(tmp_path, base.replace("train.py", "--machine_rank 0 train.py")))
+    (tmp_path / "cfg.yaml").write_text("distributed_type: MULTI_GPU\nnum_machines: 4\nnum_processes: 16\n")
+    report = _rank_script(tmp_path, base.replace("train.py", f"--config_file {tmp_path / 'cfg.yaml'} train.py"))
+    assert report.status == "checked" and "ML933" not in _codes(report)
+    # one machine: no rank is needed
+    assert "ML933" not in _codes(_rank_script(tmp_path, "srun accelerate launch --num_processes 8 train.py"))

@@ -253,7 +253,10 @@ def test_mfu_bench_every_line_as_it_ran(rules):
     reports = script_reports(KF / "benchmarks/mfu_scaling/mfu_bench.sh", rules)
     assert [r.status for r in reports] == ["checked"] * 14
     assert [world(r) for r in reports] == MFU_WORLDS
-    assert [r.findings for r in reports] == [[]] * 14
+    # the one value the script leaves to the environment (DATA="${DATA:?...}" in --data.dataset_path=$DATA) is
+    # said as unreadable (ML111, info), nothing else
+    assert [[f.code for f in r.findings] for r in reports] == [["ML111"]] * 14
+    assert all("data.dataset_path" in r.findings[0].message for r in reports)
     tp = [r.resolution.degrees["tp"] for r in reports]
     assert tp == [1, 1, 2, 1, 4, 2, 4, 1, 4, 4, 4, 4, 4, 4]
     assert reports[13].source.data["model"]["dim"] == 8192           # $M70B
@@ -595,6 +598,50 @@ def test_srun_default_world_refuses_a_config_for_twelve(tmp_path, rules):
     [f] = [f for f in rep.findings if f.code == "ML103"]
     assert f.severity == "error" and "= 12, but the world size is 3" in f.message
     assert "one task per node (SLURM's default)" in f.message
+    # one cause, said once: the fix in ML103's help, no ML106 per source and no ML201 for tp 4 on "1 GPU per node"
+    assert "add --ntasks-per-node=4" in f.help and "12 ranks as the config needs" in f.help
+    assert 'file name "c_12gpu.toml"' in f.help and "no dp_shard fits" not in f.help
+    assert {x.code for x in rep.findings if x.severity in ("error", "warning")} == {"ML103"}
+
+
+KF_16 = "[model]\nn_layers = 4\nn_heads = 8\nn_kv_heads = 8\ndim = 256\n[distributed]\ndp_shard = -1\ntp = {tp}\n"
+
+
+def _srun_job(tmp_path, header: str, name: str = "c_16gpu.toml", tp: int = 1):
+    config = tmp_path / name
+    config.write_text(KF_16.format(tp=tp))
+    script = tmp_path / "job.sbatch"
+    script.write_text(f"#!/bin/bash\n{header}srun --kill-on-bad-exit=1 uv run python scripts/train.py {config}\n")
+    return script
+
+
+@needs_kf
+def test_srun_leaving_gpus_idle_is_one_warning_at_srun(tmp_path, rules):
+    """kf_native/b11: --ntasks-per-node=1 on 4-GPU nodes, dp_shard = -1: the job runs on 4 of 16 GPUs."""
+    script = _srun_job(tmp_path, "#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=4\n", tp=2)
+    [rep] = script_reports(script, rules)
+    shown = [f for f in rep.findings if f.severity in ("error", "warning")]
+    assert [f.code for f in shown] == ["ML209"]   # no ML106 x6, no ML201 (tp 2 fits a 4-GPU node)
+    [f] = shown
+    assert f.file.endswith("job.sbatch") and f.line == 5 and f.col == 1
+    assert "4 ranks, 12 of the 16 GPUs idle" in f.message and 'file name "c_16gpu.toml"' in f.message
+    assert "--ntasks-per-node=4" in f.help and "SLURM_LOCALID" in f.help
+
+
+@needs_kf
+def test_a_source_that_disagrees_for_another_reason_is_still_reported(tmp_path, rules):
+    script = _srun_job(tmp_path, "#SBATCH --nodes=4\n#SBATCH --gpus-per-node=4\n", name="c_32gpu.toml", tp=8)
+    [rep] = script_reports(script, rules)
+    codes = [f.code for f in rep.findings if f.severity in ("error", "warning")]
+    assert "ML209" in codes and "ML106" in codes    # 32 is not the 16 GPUs of the allocation
+    assert "ML201" in codes                         # tp 8 is larger than the node's 4 GPUs as well
+
+
+@needs_kf
+def test_one_task_per_gpu_is_not_reported(tmp_path, rules):
+    script = _srun_job(tmp_path, "#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=4\n#SBATCH --gpus-per-node=4\n")
+    [rep] = script_reports(script, rules)
+    assert not [f for f in rep.findings if f.code in ("ML209", "ML106", "ML103")]
 
 
 def test_an_unknown_option_value_is_shown_once():

@@ -138,6 +138,13 @@ def test_unreadable_options_are_unknown_not_defaulted(tmp_path):
     text = ('case "$X" in a) TP=2;; esac\nOPTS="--tensor-model-parallel-size $TP --micro-batch-size 1"\n'
             "torchrun --nproc_per_node 8 pretrain_gpt.py ${OPTS}\n")
     [report] = check_script(text, tmp_path)
+    # $OPTS is read but for $TP (set only in a case branch): tp is unknown, never defaulted to 1, and the options
+    # validate_args requires are visibly not in $OPTS (ML972; before, the whole of $OPTS was unknown)
+    assert report.resolution.degrees["tp"] is None and "ML972" in codes(report)
+    assert "ML111" in codes(report) or "ML111" in [f.code for f in report.findings]   # says what was not read
+    # a variable the script does not determine at all may hold any option: nothing is required of it
+    text = 'OPTS="$(cat opts.txt)"\ntorchrun --nproc_per_node 8 pretrain_gpt.py ${OPTS}\n'
+    [report] = check_script(text, tmp_path)
     assert codes(report) == []                    # no ML972 (required options): they may be in $OPTS
     assert [f.code for f in report.findings] == ["ML111"]
     assert report.resolution.framework_error is None and report.resolution.degrees["tp"] is None

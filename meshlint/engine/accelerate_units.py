@@ -67,10 +67,13 @@ def analyse_launch(launch, options):
     """The FileReport (before rules) of one ``accelerate launch``."""
     from meshlint.frameworks import accelerate
 
+    def refused(exc):  # an error at a word of the script is shown as file:line:col, not file:line:line:col
+        return FileReport(launch.file if launch.file and exc.line else launch.display, "error", error=exc)
+
     if launch.error is not None:
-        return FileReport(launch.display, "error", error=launch.error)
+        return refused(launch.error)
     try:
         source, spec = launch_spec(launch, accelerate.version_module())
     except InputError as exc:
-        return FileReport(launch.display, "error", error=exc)
+        return refused(exc)
     return analyse_spec(launch.display, source, spec, options, tuple(launch.hints))

@@ -88,8 +88,10 @@ FACT_DOCS = {
                   "ignored_flags (--parallelism_config_* flags of a launch that does not pass them on; "
                   "keys_ignored: the first), per_machine (processes started on each machine), gpu_ids and "
                   "gpu_ids_count (the devices made visible; null for all), mixed_precision, ds_launcher and "
-                  "ds_launcher_given (deepspeed_multinode_launcher), ds_hostfile_given, machine_rank and "
-                  "machine_rank_given",
+                  "ds_launcher_given (deepspeed_multinode_launcher), ds_hostfile_given, machine_rank, "
+                  "machine_rank_given and machine_rank_once (the per-task Slurm variable a --machine_rank under srun "
+                  "was expanded from, by the script's own shell, where torchrun's static rendezvous reads it), config_file_given "
+                  "(false: a launch line with no --config_file)",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/mesh/pipeline.py)",
     "memory": "bytes_per_param (weights + gradients + AdamW moments), gpu_gib (the GPU memory to compare with) and "
@@ -154,6 +156,10 @@ FACT_DOCS = {
                 "model.cp_comm_type as a list of strings; null: unknown)",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
+    "srun_idle": "srun starts the ranks itself with fewer tasks per node than the nodes have GPUs (the kept world "
+                 "is its task count): {tasks_per_node, gpus_per_node (the allocation's), nodes, default (no task "
+                 "count: SLURM's one task per node), world (nodes × GPUs), source, line, col (srun's word), agree "
+                 "(the other sources that count every GPU; their disagreements are folded into this)}; null: none",
     "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
                         "else settles it: [{source, world (null: not stated), words}] (none is chosen)",
     "directive_problems": "list of {line, message} for malformed '# meshlint:' directives",
@@ -205,7 +211,8 @@ GROUP_FIELDS = {
                    "fsdp_version", "is_fsdp2", "config_reaches_ranks", "num_processes", "num_machines", "world",
                    "section_present", "keys", "model_config", "ignored_flags", "keys_ignored", "per_machine",
                    "gpu_ids", "gpu_ids_count", "mixed_precision", "ds_launcher", "ds_launcher_given",
-                   "ds_hostfile_given", "machine_rank", "machine_rank_given"),
+                   "ds_hostfile_given", "machine_rank", "machine_rank_given", "machine_rank_once",
+                   "config_file_given"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
                  "split_source", "split_key", "layout_error", "layout", "split_pps", "layer_counts", "parser_refusals", "world_implied",
                  "incomplete", "env", "core_refusals", "validate_refusals", "pstate_refusals", "rampup", "decrease_batch",
@@ -264,6 +271,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
              "explicit": kept == topo_cli_source(topo, what)}
             for what, kept, kv, other, ov in topo.conflicts
         ],
+        "srun_idle": getattr(topo, "srun_idle", None),
         "world_candidates": [{"source": src, "world": w, "words": words}
                              for src, w, words in getattr(topo, "world_candidates", [])],
         "directive_problems": [{"line": line, "message": msg} for line, _col, msg in topo.directive_problems],

@@ -169,10 +169,10 @@ def _script_sources(path: str, options, raw: bytes | None = None):
     if not launches and unread:
         line, why = unread[0]
         return FileReport(path, "skipped", note=f"no launch line read: the command on line {line} expands a word the "
-                                                f"script does not determine ({why}), and meshlint reads no command "
-                                                "whose words it cannot see, even when the word is only an address or a "
-                                                "rank; check it as `meshlint check -- <the launch, values written "
-                                                "out>`"), {}
+                                                f"script does not determine ({why}) where it may stand for the command "
+                                                "or its options, so meshlint cannot see what the launch starts (a value "
+                                                "such as an address or a rank alone does not stop it); check it as "
+                                                "`meshlint check -- <the launch, values written out>`"), {}
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
         return FileReport(path, "skipped", note="no torchtitan, KempnerForge, Accelerate or Megatron-LM launch line "
                                                 "(torchrun/python -m torchtitan.train --module M --config F, "
@@ -457,6 +457,9 @@ def launch_report(launch, options, script: str | None):
             file, line, col = d["position"]
             dashless.append(dashless_item(d["key"], d["value"], d["word"], line, col, data))
             marks[(line, col)] = file
+    for hint in getattr(launch, "hints", None) or ():
+        if getattr(hint, "idle", None):   # srun's word, where ML209 points (#L<line>:<col>)
+            marks[hint.idle[3], hint.idle[4]] = set_at_file(launch, script)
     source = LaunchedSource(display, toml, data, set_at, marks)
     source.launch = launch
 

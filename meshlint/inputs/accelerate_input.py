@@ -71,8 +71,8 @@ def launch_spec(launch, release):
         launcher["distributed_type"] = given[0]
         launcher["distributed_type_key"] = f"--{next(f for f in DIST_FLAGS if f in flags)}"
     for name in ("num_processes", "num_machines"):
-        if name in flags:
-            value, _ = release.as_rank_reads(flags[name].text, "int")
+        if name in flags:  # a value the script does not determine ($N from the environment) stays unknown
+            value, _ = release.as_rank_reads(flags[name].text, "int") if flags[name].known() else (None, None)
             launcher[name], launcher[f"{name}_key"] = value, f"--{name}"
     if "fsdp_version" in flags:
         launcher["fsdp_version"], launcher["fsdp_version_key"] = flags["fsdp_version"].text, "--fsdp_version"
@@ -88,6 +88,13 @@ def launch_spec(launch, release):
         if name in ("machine_rank", "main_process_port"):
             value, _ = release.as_rank_reads(word.text, "int")
         launcher[name], launcher[f"{name}_key"] = value, f"--{name}"
+    # --machine_rank $SLURM_PROCID expanded once by the shell that runs srun, and the rendezvous it goes to
+    # (torchrun reads the node rank only under the static one: torch/distributed/run.py config_from_args)
+    launcher["machine_rank_once"] = getattr(launch, "rank_once", None)
+    launcher["config_file_given"] = config is not None  # a config file always gives machine_rank (0 by default)
+    rdzv = flags.get("rdzv_backend")
+    launcher["rdzv_backend"] = (rdzv.text if rdzv.known() else _UNKNOWN) if rdzv is not None else \
+        config_data.get("rdzv_backend", "static")
     spec.problems += launcher_problems(launcher, release.PASSES_CONFIG)
     section = config_data.get("parallelism_config") if isinstance(config_data.get("parallelism_config"), dict) else {}
     switch = "use_parallelism_config" in flags
@@ -171,9 +178,23 @@ def _config_file(launch) -> tuple:
     candidates = [word.text] if os.path.isabs(word.text) else [
         os.path.join(os.path.dirname(os.path.abspath(launch.file)), word.text) if launch.file else None,
         os.path.abspath(word.text)]
+    defaulted = bool(launch.file) and os.path.isabs(word.text) and not os.path.isfile(word.text)
+    if defaulted:
+        # ${ACCELERATE_DIR:-/accelerate}/examples/slurm/fsdp_config.yaml: an absolute path of the machine that runs
+        # the job (often a directory the environment sets); its tail is looked for beside the script and above it
+        parts = [p for p in word.text.split("/") if p]
+        here = os.path.dirname(os.path.abspath(launch.file))
+        for _ in range(8):
+            candidates += [os.path.join(here, *parts[k:]) for k in range(len(parts))]
+            if os.path.dirname(here) == here:
+                break
+            here = os.path.dirname(here)
     for path in [c for c in candidates if c]:
         if os.path.isfile(path):
+            if path != candidates[0] and defaulted:
+                launch.notes.append(f"--config_file {word.text} is not on this machine: read {path}, the end of "
+                                    "that path as found from the script's directory")
             source = read_yaml_source(path)
             return source, source.data if isinstance(source.data, dict) else {}
-    raise InputError("ML006", f"--config_file {word.text}: no such file (looked beside the script and in the "
-                              "working directory); accelerate launch raises FileNotFoundError", word.line, word.col)
+    raise InputError("ML006", f"--config_file {word.text}: no such file (looked beside the script, in the "
+                              "working directory and, for an absolute path, for its end from the script's directory up); accelerate launch raises FileNotFoundError", word.line, word.col)

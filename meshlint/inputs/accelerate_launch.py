@@ -12,6 +12,7 @@ import os
 import re
 
 from meshlint.errors import InputError
+from meshlint.inputs.launch_words import PerTaskOnce, UNKNOWN_CHAR
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
 ENV_PREFIX = "PARALLELISM_CONFIG_"
@@ -33,6 +34,8 @@ class AccelerateLaunch:
         self.notes: list = []
         self.hints: list = []
         self.error: InputError | None = None
+        self.srun = False             # srun starts it (the script's shell expanded its words once for all tasks)
+        self.rank_once: str | None = None  # --machine_rank from a per-task Slurm variable that shell expanded
 
     @property
     def display(self) -> str:
@@ -62,9 +65,11 @@ def start_of(words: list) -> int | None:
     return None
 
 
-def from_words(words: list, file: str | None, env: dict | None = None, version: str | None = None):
+def from_words(words: list, file: str | None, env: dict | None = None, version: str | None = None,
+               refused: list | None = None):
     """The AccelerateLaunch of a command's expanded words (``env``: name -> Word the command inherits),
-    or None when the command does not run ``accelerate launch``."""
+    or None when the command does not run ``accelerate launch`` or cannot be read (``refused`` gets the
+    undetermined word that stands where flags may be)."""
     start = start_of(words)
     if start is None:
         return None
@@ -78,10 +83,18 @@ def from_words(words: list, file: str | None, env: dict | None = None, version: 
         if m and (m.group(1).startswith(ENV_PREFIX) or m.group(1) == ENV_SWITCH):
             launch.env[m.group(1)] = _value_word(w, m.end())
     table = _flag_table(version)
+    launch.srun = any(not w.splat and os.path.basename(w.text) == "srun" for w in words[:start])
     i = start
     while i < len(words):
         w = words[i]
         text = w.text
+        if w.splat or (text[:1] == UNKNOWN_CHAR and not text.endswith(".py")) or (
+                text.startswith("--") and UNKNOWN_CHAR in text.partition("=")[0]):
+            # a word the script does not determine where a flag or the script may stand: any flags may hide
+            # in it, so the launch is not read (the caller names the word in its skip note)
+            if refused is not None:
+                refused.append(w)
+            return None
         if not text.startswith("--") or text == "--":
             if text.startswith("-") and text != "-m" and text != "--":
                 launch.error = InputError("ML006", f"accelerate launch does not take {text!r} (argparse refuses it)",
@@ -116,6 +129,11 @@ def from_words(words: list, file: str | None, env: dict | None = None, version: 
             return launch
         launch.flags[flag] = words[i + 1]
         i += 2
+    rank = launch.flags.get("machine_rank")
+    if launch.srun and rank is not None and isinstance(rank.unknown, PerTaskOnce):
+        launch.rank_once = rank.unknown.var
+        if rank.unknown.at:  # the finding points where the script writes the variable, not at a string built of it
+            rank.line, rank.col = rank.unknown.at
     return launch
 
 

@@ -421,6 +421,7 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
                 gpn = per_task * tasks_per_node
         world = None
         default = ""
+        idle = None
         if direct and opts is not sb:
             world = ntasks or (nodes * per_node if nodes and per_node else None)
             if world is None and nodes and not task_env and not any(k in opts for k in _TASK_OPTIONS):
@@ -432,6 +433,8 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
                              f"task{'s' if nodes > 1 else ''}, one rank per node{gpus} (srun's tasks are the ranks: "
                              f"SLURM_NTASKS={nodes}); add --ntasks-per-node="
                              f"{gpn if gpn else 'GPUs per node'} to run one rank per GPU")
+            if per_node and gpn and per_node < gpn and srun_word is not None:
+                idle = (per_node, gpn, bool(default), srun_word.line, srun_word.col)  # GPUs no task uses
             if per_node:
                 gpn = per_node          # ranks per node: what placement needs
         if world is None and gpn is None and nodes is None:
@@ -443,7 +446,7 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
         if opts is not sb and sb and any(k in sb for k in keys):
             shown += " in the allocation of " + " ".join(_opt_shown(k, w) for k, w in sb.items() if k in keys)
             shown += f" ({(sbatch or {}).get('where') or '#SBATCH'})"
-        out.append(Hint((f"{where}: {shown.strip()}" if shown.strip() else where) + default, world, gpn, nodes))
+        out.append(Hint((f"{where}: {shown.strip()}" if shown.strip() else where) + default, world, gpn, nodes, idle))
     notes[:] = list(dict.fromkeys(notes))
     return out
 

@@ -23,6 +23,24 @@ MAX_INT_DIGITS = 1_000            # digits of one integer value (Python itself r
 
 # ----------------------------------------------------------------------------- the data types
 
+class PerTaskOnce(str):
+    """Why a word is unknown when it is a per-task Slurm variable (``$SLURM_PROCID``) that the script's own shell
+    expands: to that shell's one value, so a command srun starts from that line gets the same word in every task.
+    ``var``: its name."""
+
+    var = ""
+    at = None   # (line, col) where the script writes it
+
+    def __new__(cls, var: str, at: tuple | None = None):
+        self = super().__new__(cls, f"${var} is set per Slurm task; the script's own shell expands it here, to its "
+                                    "one value")
+        self.var, self.at = var, at
+        return self
+
+
+PER_TASK_SLURM = ("SLURM_PROCID", "SLURM_NODEID", "SLURM_LOCALID")
+
+
 class UnknownValue(NamedTuple):
     """An override whose value the script does not determine (an unset variable, $(...))."""
 
@@ -85,11 +103,12 @@ class Launch:
 class Word:
     """One shell word after expansion. Unknown parts of ``text`` are UNKNOWN_CHAR; ``unknown`` says why."""
 
-    __slots__ = ("text", "unknown", "line", "col", "raw", "splat", "vars")
+    __slots__ = ("text", "unknown", "line", "col", "raw", "splat", "vars", "whys")
 
     def __init__(self, text: str, line: int = 1, col: int = 1, raw: str | None = None,
-                 unknown: str | None = None, splat: bool = False, vars: tuple = ()):
+                 unknown: str | None = None, splat: bool = False, vars: tuple = (), whys: tuple = ()):
         self.text = text
+        self.whys = whys         # why each UNKNOWN_CHAR of text is unknown, in order (the script reader's)
         self.unknown = unknown   # None: fully known
         self.line = line
         self.col = col

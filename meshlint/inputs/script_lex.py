@@ -414,9 +414,10 @@ def _braced(body: str, quoted: bool) -> tuple:
 
 
 class _Var:
-    __slots__ = ("value", "why", "line", "block", "exported", "array", "note", "spans")
+    __slots__ = ("value", "why", "line", "block", "exported", "array", "note", "spans", "partial")
 
-    def __init__(self, value, why, line, block, exported=False, array=None, note=None, spans=()):
+    def __init__(self, value, why, line, block, exported=False, array=None, note=None, spans=(), partial=None):
+        self.partial = partial    # (text with UNKNOWN_CHAR, whys) of a value known but for some parts, else None
         self.spans = spans        # ((start, end), ...): where the value was written (shellflow.place)
         self.value = value        # str, or None when unknown
         self.why = why            # why it is unknown

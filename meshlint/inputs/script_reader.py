@@ -8,7 +8,7 @@ import re
 
 from meshlint.errors import InputError
 from meshlint.inputs.shellflow import Flow, strip_pattern
-from meshlint.inputs.launch_words import MAX_ARGS, UNKNOWN_CHAR, Launch, Word, _Origin
+from meshlint.inputs.launch_words import MAX_ARGS, PER_TASK_SLURM, UNKNOWN_CHAR, Launch, PerTaskOnce, Word, _Origin
 from meshlint.inputs.launch_commands import launch_from_words
 from meshlint.inputs.script_lex import (_assign_head, _Cmd, CONDITIONAL_APPEND, _Lexer, _literal,
     MAX_ARITH_CHARS, MAX_LAUNCHES, MAX_NESTING, MAX_VALUE_CHARS, MAX_VARIABLES, _NAME, _Raw,
@@ -17,12 +17,15 @@ from meshlint.inputs.script_lex import (_assign_head, _Cmd, CONDITIONAL_APPEND, 
 
 # ----------------------------------------------------------------------------- expanding and reading
 
+_BRACED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([0-9]*))?\}")
+
 
 class _Reader(Flow):
     def __init__(self, file: str | None, version: str | None, lexer: _Lexer):
         self.file = file
         self.version = version
         self.text = lexer.text
+        self.file_text = lexer.text   # (self.text indexes a bash -c string while one is read)
         self.vars: dict = {}
         self.blocks: list = []        # stack of [kind, id]
         self.next_block = 1
@@ -35,6 +38,8 @@ class _Reader(Flow):
         self.submitted = None         # [(launch index, words, line)] of sbatch/bash job.sh lines, when asked
         self.origin = _Origin(file, False)
         self.unread: list = []        # (line, why) of commands not read as launches because a word is undetermined
+        self.refused: list = []       # the undetermined word Accelerate's reader found where flags may stand
+        self.in_task = False          # expanding a bash -c string srun's tasks run (each its own $SLURM_PROCID)
         self.flow_init()
 
     def called_as(self, call) -> None:
@@ -169,6 +174,7 @@ class _Reader(Flow):
         if not _mentions(raws[j:], self.text):
             return
         words = self.expand_all(raws)
+        self.refused = []
         if len(words) > MAX_ARGS:
             self._add(Launch(None, None, [], file=self.file, line=raws[0].line, error=InputError(
                 "ML007", f"a command of {len(words):,} words (limit {MAX_ARGS:,})", raws[0].line, raws[0].col)))
@@ -179,7 +185,8 @@ class _Reader(Flow):
         if launch is None:
             launch = self._shell_string(words, env, sbatch)
         if launch is None:
-            why = next((w.unknown for w in words if not w.known() and w.unknown), None)
+            why = self.refused[-1].unknown if self.refused else None
+            why = why or next((w.unknown for w in words if not w.known() and w.unknown), None)
             if why and len(self.unread) < MAX_LAUNCHES:
                 self.unread.append((raws[0].line, why))
         if launch is None and self.submitted is not None:
@@ -196,7 +203,7 @@ class _Reader(Flow):
         if launch is None:
             from meshlint.inputs.accelerate_launch import from_words
 
-            launch = from_words(words, self.file, env)
+            launch = from_words(words, self.file, env, refused=self.refused)
         return launch
 
     def _shell_string(self, words: list, env: dict, sbatch) -> Launch | None:
@@ -222,14 +229,23 @@ class _Reader(Flow):
         except InputError:
             return None
         text, self.text = self.text, string.text  # what the inner words' offsets index
+        whys = string.whys if len(string.whys) == string.text.count(UNKNOWN_CHAR) else ()
+        in_task, self.in_task = self.in_task, self.in_task or any(
+            not w.splat and os.path.basename(w.text) == "srun" for w in words[:at])
         try:
             for command in commands:
-                inner = self.expand_all(command.words)
-                for w in inner:
-                    w.line, w.col = string.line, string.col
-                    if UNKNOWN_CHAR in w.text:  # a part of the string the script does not determine
-                        w.unknown = w.unknown or string.unknown
-                        w.splat = w.splat or w.text == UNKNOWN_CHAR  # unquoted there: any number of words
+                inner = []
+                for raw in command.words:
+                    k = string.text.count(UNKNOWN_CHAR, 0, raw.start)  # the string's unknown parts before it
+                    for w in self.expand(raw):
+                        w.line, w.col = string.line, string.col
+                        if UNKNOWN_CHAR in w.text and w.unknown is None:
+                            # a part the script did not determine where the string was built: that part's reason
+                            w.unknown = whys[k] if k < len(whys) else string.unknown
+                            w.splat = w.splat or w.text == UNKNOWN_CHAR  # unquoted there: any number of words
+                        inner.append(w)
+                    if len(inner) > MAX_ARGS:
+                        break
                 launch = self._launch_of(words[:at] + inner, env, sbatch)
                 if launch is not None:
                     where = "" if string.line == words[at].line else f", written on line {string.line}"
@@ -237,7 +253,7 @@ class _Reader(Flow):
                                            f"{words[at].line}): its options are placed at that string{where}")
                     return launch
         finally:
-            self.text = text
+            self.text, self.in_task = text, in_task
         return None
 
     def _submit(self, words: list, line: int) -> None:
@@ -374,18 +390,27 @@ class _Reader(Flow):
         word, splat = self._join(rest, raw, assignment=True)
         value = None if word.unknown is not None else word.text
         why = word.unknown
+        partial = None
+        if value is None and word.whys and word.text.replace(UNKNOWN_CHAR, "").strip():
+            partial = (word.text, word.whys)
         note = None
         if any(len(v) > 3 and v[3] == "DEFAULT" for v in word.vars):
             note = "a default: the environment may set it"
         elif len(word.vars) == 1 and len(word.vars[0]) > 3 and word.vars[0][3]:
             note = word.vars[0][3]
-        if append and value is not None:
+        if append:
             old = self.vars.get(name)
             if old is not None:
                 prior, prior_why = self._visible(name, old)
-                value = None if prior is None else prior + value
+                before = (prior, ()) if prior is not None else (self._partial(("var", name, "", None, True)) or None)
+                after = (value, ()) if value is not None else partial
+                value = None if prior is None or value is None else prior + value
                 why = why or prior_why
+                partial = (before[0] + after[0], tuple(before[1]) + tuple(after[1])) \
+                    if value is None and before and after else None
         self._assign(name, value, why, raw.line, exported or None, note=note, spans=self.spans_of(raw, word))
+        if partial is not None and value is None and name in self.vars and len(partial[0]) <= MAX_VALUE_CHARS:
+            self.vars[name].partial = partial
 
     def _declare(self, kind: str, raws: list) -> None:
         exported = kind == "export"
@@ -431,7 +456,9 @@ class _Reader(Flow):
         text: list = []
         unknown = None
         vars_: list = []
-        pieces: list = []            # words already completed by a split
+        pieces: list = []            # words already completed by a split: (text, whys)
+        whys: list = []              # why each UNKNOWN_CHAR in text is unknown
+        tail_splat = False           # text is one field of a partly known variable, only its unknown part
         splat = None
         source = self.text[raw.start:raw.end]
         only = len(parts) == 1
@@ -443,6 +470,36 @@ class _Reader(Flow):
             if kind == "array":
                 continue
             quoted = part[-1]
+            partial = self._partial(part)
+            if partial is not None:
+                # a variable known but for some parts ($(scontrol ...) for an address): its known words stay
+                # known, each unknown part keeps its own reason
+                ptext, pwhys = partial
+                unknown = unknown or pwhys[0]
+                if quoted or assignment:
+                    text.append(ptext)
+                    whys.extend(pwhys)
+                    continue
+                # unquoted: split into fields; a field that is only an unknown part may be any number of words
+                # (a splat, as an unquoted unknown $X is), one glued to known text is one word
+                k = 0
+                fields = ptext.split()
+                if ptext[:1].isspace() and (text or whys):
+                    pieces.append(("".join(text), whys, tail_splat and "".join(text) == UNKNOWN_CHAR))
+                    text, whys = [], []
+                for n, f in enumerate(fields):
+                    if n:
+                        pieces.append(("".join(text), whys, "".join(text) == UNKNOWN_CHAR == fields[n - 1]))
+                        text, whys = [], []
+                    text.append(f)
+                    count = f.count(UNKNOWN_CHAR)
+                    whys.extend(pwhys[k:k + count])
+                    k += count
+                tail_splat = bool(fields) and fields[-1] == UNKNOWN_CHAR and "".join(text) == UNKNOWN_CHAR
+                if ptext[-1:].isspace():
+                    pieces.append(("".join(text), whys, tail_splat))
+                    text, whys, tail_splat = [], [], False
+                continue
             value, why, vs, words = self._part(part, raw, depth)
             vars_.extend(vs)
             if words is not None:      # "$@"-like or an array: several words
@@ -451,21 +508,26 @@ class _Reader(Flow):
                         return Word(UNKNOWN_CHAR, raw.line, raw.col, source, why, True, tuple(vars_)), "splat"
                     unknown = unknown or why
                     text.append(UNKNOWN_CHAR)
+                    whys.append(why)
                     continue
                 if isinstance(words, list) and only and not assignment:
                     return Word(" ".join(w.text for w in words), raw.line, raw.col, source), words
                 if isinstance(words, list) and not all(w.known() for w in words):
-                    unknown = unknown or next(w.unknown or "an item expands to any number of words"
-                                              for w in words if not w.known())
+                    item = next(w.unknown or "an item expands to any number of words" for w in words if not w.known())
+                    unknown = unknown or item
                     text.append(UNKNOWN_CHAR)
+                    whys.append(item)
                     continue
                 text.append(" ".join(w.text for w in words) if isinstance(words, list) else UNKNOWN_CHAR)
+                if not isinstance(words, list):
+                    whys.append(why or "expands to any number of words")
                 continue
             if value is None:
                 unknown = unknown or why
                 if not quoted and only and not assignment:
                     return Word(UNKNOWN_CHAR, raw.line, raw.col, source, why, True, tuple(vars_)), "splat"
                 text.append(UNKNOWN_CHAR)
+                whys.append(why)
                 continue
             if not quoted and not assignment and any(ch.isspace() for ch in value):
                 # field splitting of an unquoted expansion
@@ -474,26 +536,48 @@ class _Reader(Flow):
                     continue
                 text.append(fields[0])
                 for f in fields[1:]:
-                    pieces.append("".join(text))
-                    text = [f]
+                    pieces.append(("".join(text), whys, False))
+                    text, whys = [f], []
                 if value[-1].isspace():
-                    pieces.append("".join(text))
-                    text = []
+                    pieces.append(("".join(text), whys, False))
+                    text, whys = [], []
                 continue
             text.append(value)
         joined = "".join(text)
         if len(joined) > MAX_VALUE_CHARS:
-            joined, unknown = UNKNOWN_CHAR, f"a word longer than {MAX_VALUE_CHARS:,} characters"
-        word = Word(joined, raw.line, raw.col, source, unknown if UNKNOWN_CHAR in joined else None, False,
-                    tuple(vars_))
+            joined, unknown, whys = UNKNOWN_CHAR, f"a word longer than {MAX_VALUE_CHARS:,} characters", []
+        word = self._word(joined, whys, unknown, raw, source, tuple(vars_),
+                          tail_splat and joined == UNKNOWN_CHAR)
         if pieces:
-            words = [Word(p, raw.line, raw.col, source, None, False, tuple(vars_)) for p in pieces]
+            words = [self._word(p, w, unknown, raw, source, tuple(vars_), sp) for p, w, sp in pieces if p]
             if joined:
                 words.append(word)
             return word, words
         if not joined and only and not assignment and parts and parts[0][0] != "lit" and not parts[0][-1]:
             return word, []        # an unquoted expansion to nothing: no word at all
         return word, splat
+
+    @staticmethod
+    def _word(text: str, whys: list, unknown, raw: _Raw, source: str, vars_: tuple, splat: bool = False) -> Word:
+        """One finished word of _join: unknown (the reason of its first unknown part) when it holds UNKNOWN_CHAR;
+        ``splat``: only an unknown part, unquoted (any number of words: a reader may take it for one value, as
+        Accelerate's does for an address, never for flags)."""
+        if UNKNOWN_CHAR not in text:
+            return Word(text, raw.line, raw.col, source, None, False, vars_)
+        whys = tuple(whys) if len(whys) == text.count(UNKNOWN_CHAR) else ()
+        return Word(text, raw.line, raw.col, source, whys[0] if whys else unknown, splat, vars_, whys)
+
+    def _partial(self, part: tuple):
+        """(text, whys) of ``$NAME`` when the script determines its value but for some parts, else None."""
+        if part[0] != "var" or part[2] != "":
+            return None
+        var = self.vars.get(part[1])
+        if var is None or var.partial is None or var.array is not None:
+            return None
+        path = self.path()
+        if var.block and tuple(path[:len(var.block)]) != tuple(var.block) and not self.certain_after(var.block, path):
+            return None
+        return var.partial
 
     def _part(self, part: tuple, raw: _Raw, depth: int) -> tuple:
         """(value or None, why unknown, vars, words) of one expansion part; words: "splat" or [Word]."""
@@ -557,6 +641,11 @@ class _Reader(Flow):
         var = self.vars.get(name)
         if name in self.vars:
             value, why = self._visible(name, var)
+        elif name in PER_TASK_SLURM:
+            # each Slurm task's own (a default as in ${SLURM_NODEID:-0} is not what a task under srun sees); the
+            # script's own shell expands it to its one value
+            return None, (f"${name} is each Slurm task's own" if self.in_task else
+                          PerTaskOnce(name, self._written_at(name, raw))), [], None
         else:
             value, why = None, (f"${name} is an argument of the script" if name.isdigit() else
                                 f"${name} is not set in the script (it comes from the environment)")
@@ -611,9 +700,35 @@ class _Reader(Flow):
             return value, why, [(name, value, var.line)] if value is not None and var else [], None
         return None, f"${{{name}{op}...}} is not evaluated", [], None
 
+    def _braced_value(self, m) -> str:
+        """``${NAME}``, ``${NAME:-d}``, ``${NAME-d}`` inside $((...)): the value the script determines, else the
+        default where NAME is unset (or empty, for :-), else UNKNOWN_CHAR."""
+        name, op, default = m.group(1), m.group(2), m.group(3)
+        var = self.vars.get(name)
+        if var is None:
+            return default if op and name not in PER_TASK_SLURM else UNKNOWN_CHAR
+        value, _ = self._visible(name, var)
+        if value is None:
+            return UNKNOWN_CHAR
+        return default if op == ":-" and value == "" else value
+
+    def _written_at(self, name: str, raw: _Raw) -> tuple | None:
+        """(line, col) of ``$name``/``${name`` inside the script's raw word, where findings about it point."""
+        if self.text is not self.file_text:
+            return None
+        at = min((k for k in (self.text.find(f"${name}", raw.start, raw.end),
+                              self.text.find(f"${{{name}", raw.start, raw.end)) if k >= 0), default=-1)
+        if at < 0:
+            return None
+        return self.text.count("\n", 0, at) + 1, at - self.text.rfind("\n", 0, at)
+
     def _arith(self, expr: str):
         if len(expr) > MAX_ARITH_CHARS:
             return None
+        if "${" in expr:  # $(( ${SLURM_NNODES:-1} * 8 )): the braced expansions first, as the shell does
+            expr = _BRACED.sub(self._braced_value, expr)
+            if "${" in expr or UNKNOWN_CHAR in expr:
+                return None
         tokens = re.findall(r"\s*(\d+|[A-Za-z_][A-Za-z0-9_]*|\$[A-Za-z_][A-Za-z0-9_]*|\*\*|[-+*/%()])", expr)
         if "".join(tokens).replace(" ", "") != re.sub(r"\s+", "", expr):
             return None

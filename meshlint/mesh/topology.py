@@ -73,6 +73,9 @@ class Hint(Record):
     world_size: int | None = None
     gpus_per_node: int | None = None
     nodes: int | None = None
+    # srun starting the ranks itself with fewer tasks per node than the nodes' GPUs: (tasks per node, GPUs per
+    # node of the allocation, by SLURM's one-task-per-node default?, srun's line, col)
+    idle: tuple | None = None
 
 
 class Topology:
@@ -85,6 +88,8 @@ class Topology:
         self.gpus_per_node_source: str | None = None
         self.placement = placement
         self.conflicts: list = []            # (what, kept source, kept value, other source, other value)
+        self.srun_idle: dict | None = None   # the kept world is srun's with GPUs left idle (Hint.idle): see resolve
+        self.idle_restated: list = []        # conflicts that only restate it (other source == the full nodes)
         self.gpu_memory_gib: float | None = None  # per-GPU memory, for the memory estimate
         self.directive_problems: list = []   # (line, col, message)
 
@@ -193,9 +198,16 @@ def _readable(comments: list) -> list:
 def comment_hints(comments: list) -> list[Hint]:
     """Launch lines and node shapes written in the file's own comments."""
     launch, shapes = [], []
+    cols = {line: col for line, col, _text in comments}
     for line, text, flags in _readable(comments):
         if flags:
             gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
+            idle = None
+            tasks, gpus = flags.get("ntasks_per_node"), flags.get("gpus_per_node")
+            if tasks and gpus and tasks < gpus and "srun" in text and "nproc_per_node" not in flags \
+                    and "torchrun" not in text and ("python" in text or ".py " in text + " "):
+                # srun starting the Python trainer itself: its tasks are the ranks, fewer than the node's GPUs
+                idle = (tasks, gpus, False, line, cols.get(line, 1))
             nodes = flags.get("nnodes") or flags.get("nodes")
             world = flags.get("ntasks")
             if world is None and gpn is not None:
@@ -205,7 +217,7 @@ def comment_hints(comments: list) -> list[Hint]:
                 elif is_torchrun:
                     world = gpn  # torchrun defaults to --nnodes 1
             if world or gpn:
-                launch.append(Hint(f"launch command on line {line}", world, gpn, nodes))
+                launch.append(Hint(f"launch command on line {line}", world, gpn, nodes, idle if world else None))
             continue
         if not _may_be_shape(text):
             continue
@@ -269,7 +281,29 @@ def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topo
                 setattr(topo, source_field, hint.source)
             elif value != kept:
                 topo.conflicts.append((what, getattr(topo, source_field), kept, hint.source, value))
+    _fold_idle(topo, hints)
     return topo
+
+
+def _fold_idle(topo: Topology, hints: list) -> None:
+    """Where the world is srun's and srun leaves GPUs of each node idle (one task per node by SLURM's default, or
+    --ntasks-per-node below the GPUs), the other sources that count every GPU (a file name, a comment, the
+    #SBATCH GPUs per node) disagree only because of it: one cause, said once (``srun_idle``, with those sources),
+    not as a disagreement per source. A source that counts something else still disagrees."""
+    hint = next((h for h in hints if h is not None and h.idle and h.source == topo.world_source), None)
+    if hint is None or not hint.nodes:
+        return
+    tasks, gpus, default, line, col = hint.idle
+    full = {"world size": hint.nodes * gpus, "GPUs per node": gpus}
+    kept, restated = [], []
+    for conflict in topo.conflicts:
+        what, source, _kept_value, other, value = conflict
+        (restated if source == hint.source and full.get(what) == value else kept).append(conflict)
+    topo.conflicts = kept
+    topo.idle_restated = restated
+    topo.srun_idle = {"tasks_per_node": tasks, "gpus_per_node": gpus, "nodes": hint.nodes, "default": default,
+                      "world": hint.nodes * gpus, "source": hint.source, "line": line, "col": col,
+                      "agree": list(dict.fromkeys(c[3] for c in restated if c[0] == "world size"))}
 
 
 def _count(digits: str) -> int | None:

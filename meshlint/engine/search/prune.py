@@ -33,7 +33,7 @@ from meshlint.frameworks.base import DEGREES
 STATIC = frozenset({
     "dialect", "framework_version", "framework", "unreadable", "world_size", "world_known", "world_source",
     "gpus_per_node", "gpus_per_node_source", "nodes", "placement", "problems", "unknown_keys", "near_misses",
-    "max_degree", "topology_conflicts", "directive_problems", "model", "train", "training", "parallelism",
+    "max_degree", "topology_conflicts", "srun_idle", "directive_problems", "model", "train", "training", "parallelism",
     "compile", "vlm", "memory", "keys", "params", "item", "trainer", "refusals", "kept_values", "unmodelled", "config", "launch", "video",
     "eval", "datasets",
     "accelerate",  # its launcher settings, sp and key paths: the search varies dp_replicate, dp_shard, cp and tp only

@@ -182,6 +182,16 @@ def _launcher_values(v: dict, launcher: dict, dtype) -> None:
     rank = launcher.get("machine_rank")
     v["accelerate.machine_rank"] = rank if isinstance(rank, int) and not isinstance(rank, bool) else None
     v["accelerate.machine_rank_given"] = rank is not None
+    # every node's launcher gets the same --machine_rank (the srun shell expanded $SLURM_PROCID once): it matters
+    # where torchrun takes the node rank from it, the static rendezvous (utils/launch.py:219, :491 ->
+    # torch/distributed/run.py: rdzv_configs["rank"] = node_rank only for "static")
+    torchrun = dtype is None or dtype in MULTI_GPU_LAUNCHER or (dtype == "DEEPSPEED" and _known(ds_launcher) == "standard")
+    # no config file (a checked YAML is one) and no --machine_rank: the launcher's machine_rank is None
+    # (commands/launch.py:292; ClusterConfig's default 0 comes only with a file, config_args.py:181)
+    v["accelerate.config_file_given"] = launcher.get("config_file_given", True)
+    once = launcher.get("machine_rank_once")
+    v["accelerate.machine_rank_once"] = once if torchrun and launcher.get("rdzv_backend", "static") == "static" \
+        else None
 
 
 # value checks of __post_init__ (and its handlers'), reported as invalid values (ML101): (fact, allowed, when)
