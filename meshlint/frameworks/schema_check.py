@@ -76,11 +76,31 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
             seen[p["key"]]["note"] = p["framework"]  # the dialect's finding, in the framework's own words
     spec.unknown_keys = unknown
     spec.near_misses = []
+    written_for = _written_for(spec.dialect, unknown)
+    if written_for:
+        spec.extra["written_for"] = written_for
     if kept:
         spec.extra["kept_values"] = kept
     if ignored:
         spec.extra["ignored_keys"] = ignored
     _withhold_mistyped(spec, found)
+
+
+def _written_for(dialect: str, unknown: list) -> dict | None:
+    """The other TOML-era version of which every key unknown here is a key (a v0.1.0 config read as 0.2.x):
+    {version, keys}, or None. The later version wins a tie: its keys are the ones written today."""
+    from meshlint.frameworks.registry import TOML_ERA
+
+    era = TOML_ERA.get(dialect, ())
+    if not unknown or not era:
+        return None
+    common = set(era)
+    for item in unknown:
+        common &= set(item.get("other_versions") or ())
+    if not common:
+        return None
+    version = max(common, key=era.index)
+    return {"version": version, "keys": [item["key"] for item in unknown]}
 
 
 def _kept(p: dict) -> dict:
@@ -158,6 +178,9 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
             kept.append(_kept(p))
     spec.unknown_keys = unknown
     spec.near_misses = []
+    written_for = _written_for(spec.dialect, unknown)
+    if written_for:
+        spec.extra["written_for"] = written_for
     if kept:
         spec.extra["kept_values"] = kept
     if ignored:
