@@ -89,6 +89,16 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
     except InputError as exc:
         return FileReport(path, "error", error=exc)
     if dialect is None:
+        from meshlint.frameworks.dialects import older_torchtitan
+        from meshlint.frameworks.versions import ids
+
+        old = older_torchtitan(source.data)
+        if old:
+            return FileReport(path, "skipped", source=source, dialect="torchtitan",
+                              note=f"a torchtitan config from before v0.1.0 (its degrees are in [training]: "
+                                   f"{', '.join(old)}): that torchtitan version is not modelled (meshlint models "
+                                   f"torchtitan {', '.join(ids('torchtitan'))}), so nothing was checked; "
+                                   "torchtitan 0.1.0 reads them from [parallelism]")
         return FileReport(path, "skipped", source=source,
                           note="no [distributed], [parallelism] or [mesh] section: not a training config")
     return analyse_parsed(path, source, dialect, options)
