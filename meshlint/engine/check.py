@@ -41,7 +41,7 @@ class Options(Record):
     models: dict | None = None          # model table (torchtitan flavors); None: the built-in one
     gpu_memory_gib: float = 80.0        # what the memory estimate compares with
     gpu_memory_source: str = "default"  # where that came from (memory_check.capacity_source)
-    torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of registries
+    torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of configs
     torchtitan_root: str | None = None     # --torchtitan-root: the checkout registries and launch lines refer to
     script_call: object = None             # inputs/script_call.ScriptCall: the script is read as this call runs it
 
