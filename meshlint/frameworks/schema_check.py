@@ -178,13 +178,8 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
             kept.append(_kept(p))
     spec.unknown_keys = unknown
     spec.near_misses = []
-    written_for = _written_for(spec.dialect, unknown)
-    if written_for:
-        spec.extra["written_for"] = written_for
     if kept:
         spec.extra["kept_values"] = kept
-    if ignored:
-        spec.extra["ignored_keys"] = ignored
     _withhold_mistyped(spec, found)
     return True
 
