@@ -374,3 +374,34 @@ def test_configs_from_before_010_are_an_unmodelled_version(write):
     assert "not a training config" not in report.note
     other = write('[job]\nx = 1\n[model]\nname = "m"\n[training]\nsteps = 3\n', "plain.toml")
     assert "not a training config" in check_file(str(other), _options(version=None)).note
+
+
+# --------------------------------------------------------------------------- the refusals of train.py and parallelize
+
+HEAD = '[model]\nname = "llama3"\nflavor = "debugmodel"\n'
+REFUSALS = {  # rule -> (bad, good): 0.1.0 configs, 8 GPUs
+    "ML604": ("[training]\nlocal_batch_size = 6\n[parallelism]\npipeline_parallel_degree = 2\n"
+              "pipeline_parallel_microbatch_size = 4\n",
+              "[training]\nlocal_batch_size = 8\n[parallelism]\npipeline_parallel_degree = 2\n"
+              "pipeline_parallel_microbatch_size = 4\n"),
+    "ML608": ("[training]\nlocal_batch_size = 2\nglobal_batch_size = 20\n[parallelism]\n",
+              "[training]\nlocal_batch_size = 2\nglobal_batch_size = 32\n[parallelism]\n"),
+    "ML610": ("[parallelism]\nenable_async_tensor_parallel = true\n",
+              "[training]\ncompile = true\n[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"),
+    "ML611": ("[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n",
+              "[training]\ncompile = true\n[parallelism]\ntensor_parallel_degree = 2\nenable_async_tensor_parallel = true\n"),
+}
+
+
+@pytest.mark.parametrize("code", sorted(REFUSALS))
+def test_the_refusals_010_shares_with_02x(code, write):
+    bad, good = REFUSALS[code]
+    report = check_file(str(write(HEAD + bad, "bad.toml")), _options(world=8, gpu_memory_gib=1e9))
+    assert [f.code for f in report.findings if f.severity in ("error", "warning")] == [code], \
+        [f"{f.code} {f.message}" for f in report.findings]
+    if code == "ML611":
+        [f] = [f for f in report.findings if f.code == code]
+        assert "[training] compile = true" in f.message and "[compile]" not in f.message
+    report = check_file(str(write(HEAD + good, "good.toml")), _options(world=8, gpu_memory_gib=1e9))
+    assert not [f for f in report.findings if f.severity in ("error", "warning")], \
+        [f"{f.code} {f.message}" for f in report.findings]
