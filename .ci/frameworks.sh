@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what tests/test_real_torchtitan.py, test_real_accelerate.py and test_real_megatron.py run:
-# torchtitan 0.2.2 and 0.3.0, accelerate 1.15.0 and megatron-core 0.16.1 from the package index, each
+# torchtitan 0.1.0, 0.2.2 and 0.3.0, accelerate 1.15.0 and megatron-core 0.16.1 from the package index, each
 # unpacked (--no-deps) into its own folder under .frameworks/ (gitignored; torchtitan's the same package
 # name, so one folder each, loaded by separate processes), plus spmd_types==0.2.3, tyro and numpy in the
 # environment. torchtitan main comes from ../shared/frameworks/ (no setup).
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python}
 DEST=.frameworks
-TT_VERSIONS=(0.2.2 0.3.0)
+TT_VERSIONS=(0.1.0 0.2.2 0.3.0)
 mkdir -p "$DEST"
 
 say() { echo "frameworks.sh: $*"; }

@@ -2,7 +2,7 @@
 
 * Each schema regenerates from its source to the committed file: KempnerForge and torchtitan
   main from ../shared/frameworks/, torchtitan v0.2.x from the last TOML-era tree there and
-  from 0.2.2 as the package index ships it, 0.3.0 from the package index (``.ci/frameworks.sh``
+  from 0.2.2 as the package index ships it, 0.1.0 and 0.3.0 from the package index (``.ci/frameworks.sh``
   unpacks both into .frameworks/). A missing source skips, saying which.
 * Facts read off the frameworks by hand hold in the generated data.
 * Every key meshlint's dialects read (their KEYS) exists in the schema of their version with the
@@ -35,6 +35,8 @@ SHARED = ROOT.parent / "shared" / "frameworks"
 LOCAL = ROOT / ".frameworks"
 SOURCES = {  # schema id -> [(source tree, commit it is at, exact: the committed file byte for byte)]
     ("kempnerforge", "5666d0d"): [(SHARED / "KempnerForge-5666d0d", "5666d0d", True)],
+    # the 0.1.0 wheel holds the same torchtitan/ as tag v0.1.0 (f7084fc78), less the TOML train configs
+    ("torchtitan", "0.1.0"): [(LOCAL / "torchtitan-0.1.0", "f7084fc78", True)],
     ("torchtitan", "0.2.x"): [(SHARED / "torchtitan-v0.2-9810191bb-parent", "9810191bb^", True),
                               (LOCAL / "torchtitan-0.2.2", "0.2.2", False)],
     ("torchtitan", "0.3.0"): [(LOCAL / "torchtitan-0.3.0", "0.3.0", True)],
@@ -350,7 +352,8 @@ def test_unknown_keys_in_every_section_are_refused_with_did_you_mean():
     assert p["level"] == "warning" and "my.ext" in p["message"]
     main = _schema("torchtitan", "main@b5bcd76c6")
     [p] = main.check({"training": {"local_batch_size": 8}, "model": {"name": "llama3", "flavor": "8B"}})
-    assert p["other_versions"] == ["0.2.x", "0.3.0"] and "unexpected keyword argument 'local_batch_size'" in p["message"]
+    assert p["other_versions"] == ["0.1.0", "0.2.x", "0.3.0"] and "unexpected keyword argument 'local_batch_size'" \
+        in p["message"]
     [p] = main.check({"parallelism": {"tensor_paralel_degree": 2}}, origin="cli")
     assert "Unrecognized options: --parallelism.tensor_paralel_degree" in p["message"]
 

@@ -35,11 +35,11 @@ def resolve(version: str, world: int | None, backend: str | None = None, **degre
 # --------------------------------------------------------------------------- the table
 
 def test_ids_aliases_and_modules():
-    assert versions.ids("torchtitan") == ["0.2.x", "0.3.0", "main@b5bcd76c6"]
+    assert versions.ids("torchtitan") == ["0.1.0", "0.2.x", "0.3.0", "main@b5bcd76c6"]
     assert versions.canonical("torchtitan", "main@b5bcd76c6") == "main@b5bcd76c6"
     assert versions.canonical("torchtitan", "b5bcd76c6") is None  # strict: ids only
     for alias, canon in [("b5bcd76c6", "main@b5bcd76c6"), ("b5bcd76", "main@b5bcd76c6"), ("main", "main@b5bcd76c6"),
-                         ("v0.3.0", "0.3.0"), ("0.2.2", "0.2.x"), ("v0.2.1", "0.2.x"), ("0.4.0", None),
+                         ("v0.3.0", "0.3.0"), ("0.2.2", "0.2.x"), ("v0.1.0", "0.1.0"), ("0.1", "0.1.0"), ("v0.2.1", "0.2.x"), ("0.4.0", None),
                          ("deadbeef", None), ("", None)]:
         assert versions.canonical("torchtitan", alias, strict=False) == canon, alias
     assert versions.module("torchtitan", "0.2.x").VERSION == "0.2.x"

@@ -31,8 +31,9 @@ def _torchtitan_options(func):
                         help="The torchtitan checkout that registries and --module refer to (default: found from "
                              "the file or the working directory upward, or the installed package).")(func)
     func = click.option("--torchtitan-version", metavar="VERSION", callback=_check_tt_version,
-                        help="Read torchtitan registries with this version's semantics: 0.3.0 or main@b5bcd76c6 "
-                             "(default: identified from the checkout's code; see `meshlint versions`).")(func)
+                        help="Read torchtitan configs with this version's semantics: TOML configs 0.1.0 or "
+                             "0.2.x, registries 0.3.0 or main@b5bcd76c6 (default: identified from the checkout's "
+                             "code, else 0.2.x for TOML; see `meshlint versions`).")(func)
     return func
 
 

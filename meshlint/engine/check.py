@@ -41,7 +41,7 @@ class Options(Record):
     models: dict | None = None          # model table (torchtitan flavors); None: the built-in one
     gpu_memory_gib: float = 80.0        # what the memory estimate compares with
     gpu_memory_source: str = "default"  # where that came from (memory_check.capacity_source)
-    torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of registries
+    torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of configs
     torchtitan_root: str | None = None     # --torchtitan-root: the checkout registries and launch lines refer to
     script_call: object = None             # inputs/script_call.ScriptCall: the script is read as this call runs it
 
@@ -89,6 +89,16 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
     except InputError as exc:
         return FileReport(path, "error", error=exc)
     if dialect is None:
+        from meshlint.frameworks.dialects import older_torchtitan
+        from meshlint.frameworks.versions import ids
+
+        old = older_torchtitan(source.data)
+        if old:
+            return FileReport(path, "skipped", source=source, dialect="torchtitan",
+                              note=f"a torchtitan config from before v0.1.0 (its degrees are in [training]: "
+                                   f"{', '.join(old)}): that torchtitan version is not modelled (meshlint models "
+                                   f"torchtitan {', '.join(ids('torchtitan'))}), so nothing was checked; "
+                                   "torchtitan 0.1.0 reads them from [parallelism]")
         return FileReport(path, "skipped", source=source,
                           note="no [distributed], [parallelism] or [mesh] section: not a training config")
     return analyse_parsed(path, source, dialect, options)

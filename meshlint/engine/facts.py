@@ -124,6 +124,11 @@ FACT_DOCS = {
                    "not check dataclass fields; tyro only warns), from the generated schema: "
                    "{key, message, framework, expected, value, source}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
+    "ignored_keys": "torchtitan 0.1.0: keys and sections its ConfigManager drops without a word (it reads only the "
+                    "fields its dataclasses have): {key, section, name, suggestion, elsewhere, other_versions, "
+                    "framework}",
+    "written_for": "a TOML config read as the default version whose every unknown key is a key of another TOML-era "
+                   "version (a torchtitan 0.1.0 config read as 0.2.x): {version, keys}, else null",
     "unmodelled": "torchtitan registry configs: what the checkout's code has that the applied version does not "
                   "model and this config depends on (a field it sets, the model it builds, a ParallelDims check "
                   "when ep > 1): {kind (key | model | check | etp | backend-value), name, where, detail, at (the key to point at)}",
@@ -257,6 +262,8 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "problems": spec.problems,
         "refusals": spec.extra.get("refusals", []),
         "kept_values": spec.extra.get("kept_values", []),
+        "ignored_keys": spec.extra.get("ignored_keys", []),
+        "written_for": spec.extra.get("written_for"),
         "unmodelled": spec.extra.get("unmodelled", []),
         "config": spec.extra.get("config") or None,  # null, not {}: a rule reading it is skipped
         "datasets": _datasets(version) if spec.dialect == "torchtitan" else None,

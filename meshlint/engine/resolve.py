@@ -21,6 +21,47 @@ TOML_VERSIONS = {
 }
 
 
+def toml_version(dialect: str, source, options) -> tuple:
+    """(version, how decided) a TOML config of ``dialect`` is read as: for torchtitan, a TOML-era version named
+    by --torchtitan-version or the project setting, else the one whose code the torchtitan checkout (or
+    installed package) has (--torchtitan-root, else found from the file upward), else 0.2.x."""
+    default = TOML_VERSIONS[dialect]
+    if dialect != "torchtitan":
+        return default
+    from meshlint.frameworks import versions
+    from meshlint.frameworks.registry import TOML_ERA
+
+    era = TOML_ERA[dialect]
+    named = versions.canonical(dialect, options.torchtitan_version, strict=False) if options.torchtitan_version else None
+    if named in era:
+        return named, f"--torchtitan-version {options.torchtitan_version} / project setting"
+    found = _identified(source, getattr(options, "torchtitan_root", None))
+    if found is not None and found[0] in era and found[0] != default[0]:
+        version, evidence, root = found
+        return version, f"identified from the code of the torchtitan at {root}: {evidence}"
+    return default
+
+
+_TOML_ROOTS: dict = {}
+
+
+def _identified(source, explicit: str | None) -> tuple | None:
+    """(version, evidence, root) of the torchtitan checkout a TOML config belongs to, or None (cached per folder)."""
+    import os
+
+    from meshlint.frameworks import versions
+    from meshlint.inputs.ttroot import find_root
+
+    path = getattr(source, "file", None) or getattr(source, "path", None)
+    start = os.path.dirname(os.path.abspath(path)) if isinstance(path, str) and path else None
+    key = (start, explicit)
+    if key not in _TOML_ROOTS:
+        root, _how = find_root(start, explicit)
+        version, evidence = versions.identify(root) if root else (None, None)
+        _TOML_ROOTS[key] = (version, evidence, root) if version else None
+    return _TOML_ROOTS[key]
+
+
 def analyse_parsed(path: str, source: Source, dialect: str, options, prepare=None,
                    hints: tuple = ()) -> FileReport:
     """A parsed TOML config (or one a launch's overrides were laid over) up to the rules; ``prepare``
@@ -28,11 +69,15 @@ def analyse_parsed(path: str, source: Source, dialect: str, options, prepare=Non
     from meshlint.frameworks.dialects import DIALECTS
 
     module = DIALECTS[dialect]
+    version, why = toml_version(dialect, source, options) if dialect in TOML_VERSIONS else (None, None)
+    if dialect == "torchtitan" and version != TOML_VERSIONS[dialect][0]:
+        from meshlint.frameworks import versions
+
+        module = versions.module(dialect, version)
     spec = module.read(source)
     if dialect in TOML_VERSIONS:
         from meshlint.frameworks import schema_check
 
-        version, why = TOML_VERSIONS[dialect]
         spec.framework = {"name": dialect, "version": version, "decided_by": why}
         schema_check.apply(spec, source.data)
     if prepare is not None:

@@ -37,7 +37,10 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     shared = expr.Env(facts, budget=0)  # facts only; each rule scope below brings its own budget
     compiled_for(facts["dialect"])  # the built-in rules' functions for this dialect, imported on first use
     spare = None  # the last rule's scope, when no failure kept it: renewed for the next (a new one costs more)
+    framework_id = (facts.get("framework") or {}).get("id")
     for rule, params in _for_dialect(rules, facts["dialect"]):
+        if rule.frameworks is not None and framework_id not in rule.frameworks:
+            continue  # another version's rule: its foreach may name fields this version's config lacks
         if spare is None:
             env = Env(params, rule.lets, Budget(DEFAULT_BUDGET), shared)
         else:

@@ -386,8 +386,10 @@ def choose_version(source, options) -> tuple:
     the documented default."""
     from meshlint.frameworks import versions
 
-    if options.torchtitan_version:
-        return versions.canonical("torchtitan", options.torchtitan_version, strict=False), "--torchtitan-version / project setting"
+    named = versions.canonical("torchtitan", options.torchtitan_version, strict=False) if options.torchtitan_version \
+        else None
+    if named is not None and named not in versions.TOML_ERA["torchtitan"]:  # a TOML-era one names no registry's
+        return named, "--torchtitan-version / project setting"
 
     start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
     _root_of(source, options)

@@ -72,3 +72,23 @@ def detect(data: dict) -> str | None:
         raise InputError("ML004", f"file has both {sections} sections; cannot tell which framework reads it",
                          help="split it into one file per framework, or pass --dialect to choose")
     return found[0] if found else None
+
+
+# torchtitan before v0.1.0 (2024): the degrees sat in [training] (and pipeline_parallel_degree in [experimental])
+_OLD_TORCHTITAN = {"training": ("data_parallel_degree", "data_parallel_replicate_degree", "data_parallel_shard_degree",
+                                "tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree"),
+                   "experimental": ("pipeline_parallel_degree", "context_parallel_degree")}
+
+
+def older_torchtitan(data: dict) -> list:
+    """The keys that make ``data`` a torchtitan config from before v0.1.0 (a [job], [model] and [training]
+    config with its degrees in [training]), which meshlint does not model; [] when it is not one."""
+    if not all(isinstance(data.get(s), dict) for s in ("job", "model", "training")) or "parallelism" in data:
+        return []
+    found = [f"training.{k}" for k in _OLD_TORCHTITAN["training"] if k in data["training"]]
+    if not found:
+        return []
+    experimental = data.get("experimental")
+    if isinstance(experimental, dict):
+        found += [f"experimental.{k}" for k in _OLD_TORCHTITAN["experimental"] if k in experimental]
+    return found

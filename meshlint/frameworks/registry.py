@@ -42,6 +42,11 @@ class Entry(Record):
 
 
 VERSIONS = (
+    Entry("torchtitan", "0.1.0", "meshlint.frameworks.torchtitan.v0_1_0",
+          "torchtitan v0.1.0 (tag v0.1.0 and the 0.1.0 wheel): [parallelism] TOML configs read by "
+          "torchtitan/config_manager.py, which ignores unknown keys; no expert parallelism; one world mesh "
+          "(pp, dp_replicate, dp_shard, cp, tp) of the degrees > 1 with flattened dp, dp_shard_cp, dp_cp",
+          "f7084fc78", "2025-06-17", ("v0.1.0", "0.1", "v0.1")),
     Entry("torchtitan", "0.2.x", "meshlint.frameworks.torchtitan.v0_2",
           "torchtitan v0.2.1-v0.2.2 and the TOML era up to 9810191bb^: [parallelism] TOML configs, expert tensor "
           "parallelism (etp), ParallelDims after the unflatten rewrite 183a0d2e7",
@@ -89,5 +94,8 @@ INPUT_FORMS = (
 # frameworks whose spec is read with its recorded version's module (versions.version_module); each other dialect has
 # one module, its VERSIONS row's
 VERSIONED = ("torchtitan", "megatron")
-# what a TOML torchtitan config is read as (registries choose with identify/from_keys)
+# what a TOML torchtitan config is read as by default (registries choose with identify/from_keys)
 TOML_VERSION = {"torchtitan": "0.2.x", "kempnerforge": "5666d0d"}
+# the versions whose configs are TOML files: --torchtitan-version, the project setting or the code of the
+# torchtitan checkout (versions.identify) choose among them for a TOML config
+TOML_ERA = {"torchtitan": ("0.1.0", "0.2.x")}

@@ -15,7 +15,8 @@ from meshlint.frameworks import config_values
 
 # (dialect, version) -> the generated schema that describes it. TOML dialects go through apply();
 # registry versions through apply_registry() (called by the version module's read()).
-SCHEMAS = {("kempnerforge", "5666d0d"): ("kempnerforge", "5666d0d"), ("torchtitan", "0.2.x"): ("torchtitan", "0.2.x")}
+SCHEMAS = {("kempnerforge", "5666d0d"): ("kempnerforge", "5666d0d"), ("torchtitan", "0.2.x"): ("torchtitan", "0.2.x"),
+           ("torchtitan", "0.1.0"): ("torchtitan", "0.1.0")}
 REGISTRY_SCHEMAS = {"0.3.0": ("torchtitan", "0.3.0"), "main@b5bcd76c6": ("torchtitan", "main@b5bcd76c6")}
 
 
@@ -39,17 +40,24 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
     if schema is None:
         return
     config_values.build(spec, data, schema)  # the `config` fact
-    if custom_module is None and isinstance(data.get("job"), dict):  # torchtitan: [job] custom_config_module
-        module = data["job"].get("custom_config_module")
+    extension = ("experimental", "custom_args_module") if schema.loader["unknown_keys"].get("refused") is False \
+        else ("job", "custom_config_module")  # torchtitan 0.1.0's, 0.2.x's
+    if custom_module is None and isinstance(data.get(extension[0]), dict):
+        module = data[extension[0]].get(extension[1])
         custom_module = module if isinstance(module, str) and module else None
     seen = {p["key"]: p for p in spec.problems}
     # every check is evaluated, those of the keys other rules model too (degree ranges, schedules): their
     # refusals go to ML112 as well, a fallback rule that yields to any other rule's error on the same key
     # (so a check no rule models, like KempnerForge's dim % n_heads, is never lost)
     found = schema.check(data, origin="file", custom_module=custom_module)
-    unknown, kept = [], []
+    unknown, kept, ignored = [], [], []
     for p in found:
         if p["kind"] == "unknown-key":
+            if p.get("ignored"):  # torchtitan 0.1.0 drops it without a word: ML116, a warning
+                ignored.append({"key": p["key"], "section": p["section"] or "top level", "name": p["name"],
+                                "suggestion": p.get("suggestion"), "elsewhere": p.get("elsewhere") or [],
+                                "other_versions": p.get("other_versions") or [], "framework": p["framework"]})
+                continue
             if not p["refused"]:  # a custom JobConfig (job.custom_config_module) may define it: meshlint cannot see
                 continue
             unknown.append({"key": p["key"], "section": p["section"] or "top level", "name": p["name"],
@@ -68,9 +76,31 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
             seen[p["key"]]["note"] = p["framework"]  # the dialect's finding, in the framework's own words
     spec.unknown_keys = unknown
     spec.near_misses = []
+    written_for = _written_for(spec.dialect, unknown)
+    if written_for:
+        spec.extra["written_for"] = written_for
     if kept:
         spec.extra["kept_values"] = kept
+    if ignored:
+        spec.extra["ignored_keys"] = ignored
     _withhold_mistyped(spec, found)
+
+
+def _written_for(dialect: str, unknown: list) -> dict | None:
+    """The other TOML-era version of which every key unknown here is a key (a v0.1.0 config read as 0.2.x):
+    {version, keys}, or None. The later version wins a tie: its keys are the ones written today."""
+    from meshlint.frameworks.registry import TOML_ERA
+
+    era = TOML_ERA.get(dialect, ())
+    if not unknown or not era:
+        return None
+    common = set(era)
+    for item in unknown:
+        common &= set(item.get("other_versions") or ())
+    if not common:
+        return None
+    version = max(common, key=era.index)
+    return {"version": version, "keys": [item["key"] for item in unknown]}
 
 
 def _kept(p: dict) -> dict:

@@ -44,7 +44,7 @@ DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 # version ids people use -> the schema that describes them
 ALIASES = {
     ("torchtitan", "0.2.0"): "0.2.x", ("torchtitan", "0.2.1"): "0.2.x", ("torchtitan", "0.2.2"): "0.2.x",
-    ("torchtitan", "toml"): "0.2.x", ("torchtitan", "main"): "main@b5bcd76c6", ("torchtitan", "b5bcd76c6"): "main@b5bcd76c6",
+    ("torchtitan", "toml"): "0.2.x", ("torchtitan", "v0.1.0"): "0.1.0", ("torchtitan", "main"): "main@b5bcd76c6", ("torchtitan", "b5bcd76c6"): "main@b5bcd76c6",
     ("kempnerforge", "main"): "5666d0d",
 }
 _FRAMEWORK_WORD = {"kempnerforge": "KempnerForge", "torchtitan": "torchtitan"}
@@ -473,11 +473,19 @@ class Schema:
         elif self.era == "registry":
             does = (f"torchtitan refuses the config when its function runs: TypeError: {class_name}.__init__() got "
                     f"an unexpected keyword argument {text!r} (or AttributeError when it is assigned)")
+        elif self.loader["unknown_keys"].get("refused") is False:  # torchtitan 0.1.0: dropped without a word
+            level, refused = "warning", False
+            what = "section" if not where else "key"
+            does = (f"{ctx.word} {self.version} ignores it silently (ConfigManager._dict_to_dataclass reads only the "
+                    f"fields {class_name} has), so the {what} and what it sets have no effect")
+            if ctx.custom_module:
+                does += (f", unless the custom JobConfig in {ctx.custom_module} (experimental.custom_args_module) "
+                         "defines it, which meshlint cannot see")
         else:
             does = (f"torchtitan refuses the whole config: ValueError: Invalid field names in <class "
                     f"'{self._qn(pattern, class_name)}'> data: {{{text!r}}} (unless --job.custom_config_module on the "
                     "command line extends JobConfig with it)")
-        if ctx.custom_module and self.era == "toml" and self.framework == "torchtitan":
+        if ctx.custom_module and self.era == "toml" and self.framework == "torchtitan" and refused:
             level, refused = "warning", False
             does = (f"torchtitan refuses it unless the custom JobConfig in {ctx.custom_module} "
                     "(job.custom_config_module) defines it, which meshlint cannot see")
@@ -491,7 +499,8 @@ class Schema:
         out = _problem(ctx, "unknown-key", where, name, None, level, refused, does,
                        source=source[0] if isinstance(source, list) else source)
         out.update(suggestion=suggestion, elsewhere=elsewhere, other_versions=versions, class_name=class_name,
-                   message=f"unknown key '{text}' {section}{hint}: {does}")
+                   message=f"unknown key '{text}' {section}{hint}: {does}",
+                   ignored=self.loader["unknown_keys"].get("refused") is False)
         out.pop("value")
         return out
 

@@ -28,7 +28,7 @@ from meshlint.errors import MeshlintError
 
 
 # the table itself lives in meshlint/frameworks/registry.py, with the frameworks: one place to register
-from meshlint.frameworks.registry import TOML_VERSION, VERSIONED, VERSIONS, Entry  # noqa: F401 - read from here too
+from meshlint.frameworks.registry import TOML_ERA, TOML_VERSION, VERSIONED, VERSIONS, Entry  # noqa: F401 - read from here too
 
 
 class VersionError(MeshlintError):
@@ -112,6 +112,9 @@ _MARKERS = {
     "ep_check": ("distributed/parallel_dims.py", r"must divide\s*\"\s*f?\"dp_shard \* cp \* tp|% ep != 0"),
     "tokens": ("config/configs.py", r"^\s+num_tokens_per_microbatch_per_dp_rank\s*:"),
     "local_batch": ("config/configs.py", r"^\s+local_batch_size\s*:"),
+    # v0.1.0: JobConfig and ConfigManager in one module, and a ParallelDims without ep
+    "config_manager": ("config_manager.py", r"^class ConfigManager\b"),
+    "ep": ("distributed/parallel_dims.py", r"^\s+ep\s*:\s*int"),
 }
 _DESCRIBE = {
     "etp": "ParallelDims has an etp field", "etp_key": "the TOML JobConfig has expert_tensor_parallel_degree",
@@ -119,6 +122,8 @@ _DESCRIBE = {
     "ep_check": "ParallelDims checks that ep divides dp_shard * cp * tp",
     "tokens": "TrainingConfig has num_tokens_per_microbatch_per_dp_rank",
     "local_batch": "TrainingConfig has local_batch_size",
+    "config_manager": "torchtitan/config_manager.py holds ConfigManager (and JobConfig)",
+    "ep": "ParallelDims has an ep field",
 }
 # what each modelled registry-era version has (True) and lacks (False)
 _SIGNATURES = {
@@ -158,7 +163,8 @@ def _scan(pkg: str) -> dict:
 def identify(root: str) -> tuple:
     """(version id or None, evidence): which modelled semantics the torchtitan code at ``root`` has.
 
-    A TOML-era tree is 0.2.x. A registry-era tree (config/configs.py, the Python dataclass configs of
+    A TOML-era tree is 0.2.x (ETP), or 0.1.0 (torchtitan/config_manager.py and a ParallelDims without
+    ep). A registry-era tree (config/configs.py, the Python dataclass configs of
     9810191bb onward) is always read as the nearest registry-era version, however far its code has
     moved: the config keys it uses weigh most (they decide what a config may set), then its
     ParallelDims. What the nearest version does not model is ``unmodelled(root, version)``'s answer."""
@@ -176,9 +182,16 @@ def identify(root: str) -> tuple:
     if not registry and (found["etp"] or found["etp_key"]):
         which = "etp" if found["etp"] else "etp_key"
         return "0.2.x", said(which) + _version_file_note(root, pkg, "0.2.x")
+    if not registry and found["config_manager"] and not found["ep"]:
+        return "0.1.0", (said("config_manager") + "; ParallelDims has no ep field (torchtitan/"
+                         "distributed/parallel_dims.py)" + _version_file_note(root, pkg, "0.1.0"))
+    if not registry and found["config_manager"]:
+        return None, (said("config_manager") + "; " + said("ep") + ": between v0.1.0 and v0.2.x (expert "
+                      "parallelism without ETP), which meshlint does not model (0.1.0, 0.2.x, 0.3.0, main@b5bcd76c6)")
     if not registry and not found["spmd_backend"]:
-        return None, ("neither the registry-era configs (torchtitan/config/configs.py) nor ETP nor spmd_backend: "
-                      "older than the versions meshlint models (0.2.x, 0.3.0, main@b5bcd76c6)")
+        return None, ("neither the registry-era configs (torchtitan/config/configs.py) nor ETP nor spmd_backend "
+                      "nor v0.1.0's config_manager.py: older than the versions meshlint models (0.1.0, 0.2.x, 0.3.0, "
+                      "main@b5bcd76c6)")
     scores, matched = {}, {}
     for version, signature in _SIGNATURES.items():
         matched[version] = [name for name, want in signature.items() if bool(found[name]) == want]

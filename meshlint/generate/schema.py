@@ -4,6 +4,8 @@ Regenerating for a new version is one command (nothing is imported or executed):
 
     python -m meshlint.generate.schema --framework kempnerforge \\
         --source ../shared/frameworks/KempnerForge-5666d0d --version 5666d0d --commit 5666d0d
+    git -C /work/.mirror/pytorch+torchtitan/repo archive v0.1.0 torchtitan | tar -x -C /tmp/tt010
+    python -m meshlint.generate.schema --framework torchtitan --source /tmp/tt010 --version 0.1.0 --commit f7084fc78
     python -m meshlint.generate.schema --framework torchtitan \\
         --source ../shared/frameworks/torchtitan-v0.2-9810191bb-parent --version 0.2.x --commit 9810191bb^
     pip download --no-deps torchtitan==0.3.0 -d /tmp/tt && unzip -q /tmp/tt/*.whl -d /tmp/tt/src
@@ -251,7 +253,70 @@ def kempnerforge(index: Index) -> dict:
 def torchtitan(index: Index) -> dict:
     if "torchtitan.config.job_config" in index.modules:
         return _torchtitan_toml(index)
+    if "torchtitan.config_manager" in index.modules:  # v0.1.0: JobConfig and ConfigManager in one module
+        return _torchtitan_toml_010(index)
     return _torchtitan_registry(index)
+
+
+def _torchtitan_toml_010(index: Index) -> dict:
+    """torchtitan v0.1.0 (torchtitan/config_manager.py): the same TOML + tyro loading as 0.2.x, but
+    ``_dict_to_dataclass`` copies only the fields the class has, so an unknown key or section is dropped
+    without a word, and the extension is ``experimental.custom_args_module``."""
+    reader = Reader(index)
+    root = index.classes.get("torchtitan.config_manager.JobConfig")
+    if root is None:
+        raise GenerateError("torchtitan/config_manager.py: class JobConfig not found")
+    manager = _module(index, "torchtitan.config_manager")
+    # the loop that copies only the known fields: a loader that starts refusing unknown keys must fail here
+    copy_known = _find(manager, r"^\s+if f\.name in data:$", "the copy of the known fields only")
+    if any("invalid_fields" in line or "Invalid field names" in line for line in manager.lines):
+        raise GenerateError(f"{manager.rel}: refuses unknown keys now; read it again and update "
+                            "meshlint/generate/schema.py")
+    tables = build_tables(reader, root, "declared", {})
+    facts = {
+        "era": "toml",
+        "unknown_keys": {
+            "refused": False,
+            "ignored": "every table: each section and the top level; an unknown section is dropped with all it holds",
+            "message": "nothing: ConfigManager._dict_to_dataclass builds each class from the fields it has and "
+                       "drops every other key of the file without a word, so its value has no effect",
+            "source": [_find(manager, r"def _dict_to_dataclass", "_dict_to_dataclass"), copy_known],
+            "stage": "ConfigManager.parse_args, before tyro",
+            "extension": "experimental.custom_args_module (or --experimental.custom_args_module) merges a user "
+                         "JobConfig dataclass into JobConfig first: its fields are then read too",
+            "extension_source": _find(manager, r"def _maybe_add_custom_args", "_maybe_add_custom_args"),
+        },
+        "types": {
+            "model": "keep",
+            "rules": "_dict_to_dataclass converts nothing: every value is kept as the file gives it; tyro.cli then "
+                     "receives the result as its default and only warns when the type does not match; the wrong "
+                     "value fails, or is misread, where the code uses it",
+            "source": [_find(manager, r"result\[f\.name\] = value$", "the value copied as is"),
+                       _find(manager, r"self\.config = tyro\.cli\(", "tyro.cli with the file as default")],
+            "not_a_table": "a scalar where a section belongs is kept as is and fails later",
+        },
+        "cli": {
+            "form": "tyro: --section.key value or --section.key=value (hyphens or underscores); booleans are flags "
+                    "(--training.compile, --training.no-compile); an unknown flag exits 2 ('Unrecognized options'); "
+                    "a value tyro cannot parse for the type, or outside a Literal, exits 2",
+            "source": _find(manager, r"self\.config = tyro\.cli\(", "tyro.cli"),
+        },
+        "post_init": "a section's __post_init__ runs when _dict_to_dataclass builds it (at load)",
+        "read_at_load": {
+            "experimental.custom_args_module": {
+                "source": _find(manager, r'module_path = experimental\.get\("custom_args_module"\)',
+                                "the custom module read from the file"),
+                "refuses": "a truthy non-string (importlib.import_module fails on it)",
+                "ints_pass": False, "falsy_pass": True},
+            "model.tokenizer_path": {
+                "source": _find(manager, r"if not os\.path\.exists\(self\.config\.model\.tokenizer_path\)",
+                                "the tokenizer_path check"),
+                "refuses": "a non-string other than an int (os.path.exists)",
+                "ints_pass": True, "falsy_pass": False},
+        },
+        "post_init_source": _find(manager, r"return cls\(\*\*result\)", "construction of each section"),
+    }
+    return {"root": root.qn, "classes": reader.classes, "tables": tables, "loader": facts}
 
 
 def _torchtitan_toml(index: Index) -> dict:

@@ -2,7 +2,7 @@
 that holds the ``torchtitan`` package (a checkout's root, or site-packages for an installed wheel).
 
 Order: ``--torchtitan-root DIR``; else the working directory (or ``start_dir``) and its parents, the
-first holding ``torchtitan/config/`` and ``torchtitan/models/``; else the installed package, located
+first holding ``torchtitan/config/`` (v0.1.0: ``torchtitan/config_manager.py``) and ``torchtitan/models/``; else the installed package, located
 with ``importlib.util.find_spec("torchtitan")``, which for a top-level name only asks the import
 system's finders where it is and executes nothing (checked in tests/test_launch.py), and, should a
 finder fail, the ``sys.path`` entries scanned directly. Which version that code is, is
@@ -18,10 +18,13 @@ MAX_WALK = 64   # parent directories looked at, at most
 
 
 def is_root(path: str) -> bool:
-    """Whether ``path`` holds a torchtitan package with its config and models (a checkout or site-packages)."""
+    """Whether ``path`` holds a torchtitan package with its config and models (a checkout or site-packages);
+    its config is the ``config`` package, or v0.1.0's single ``config_manager.py``."""
     try:
-        return (os.path.isdir(os.path.join(path, "torchtitan", "config"))
-                and os.path.isdir(os.path.join(path, "torchtitan", "models")))
+        package = os.path.join(path, "torchtitan")
+        return ((os.path.isdir(os.path.join(package, "config"))
+                 or os.path.isfile(os.path.join(package, "config_manager.py")))
+                and os.path.isdir(os.path.join(package, "models")))
     except (OSError, ValueError):
         return False
 
@@ -37,7 +40,7 @@ def find_root(start_dir: str | None = None, explicit: str | None = None) -> tupl
             return os.path.dirname(path), f"--torchtitan-root {explicit} (the package's parent)"
         if not os.path.isdir(path):
             return None, f"--torchtitan-root {explicit} is not a directory"
-        return None, f"--torchtitan-root {explicit} has no torchtitan/config/ and torchtitan/models/"
+        return None, f"--torchtitan-root {explicit} has no torchtitan/config/ (or config_manager.py) and torchtitan/models/"
     try:
         start = os.path.abspath(start_dir or os.getcwd())
     except OSError:

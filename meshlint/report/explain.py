@@ -242,6 +242,9 @@ def _call(dialect: str, mesh: Mesh) -> str:
     if dialect == "megatron":
         order = "-".join(reversed(mesh.dims))
         return f"RankGenerator(order={order!r}) over {mesh.size} ranks (tp fastest), and the expert grid below"
+    if dialect == "torchtitan" and mesh.name == "world":  # v0.1.0: init_device_mesh of the degrees > 1
+        return (f'init_device_mesh("cuda", {_tuple(mesh.sizes)}, mesh_dim_names={_tuple(mesh.dims)}), then '
+                "dp, dp_shard_cp and dp_cp flattened from it")
     if dialect == "torchtitan":
         return (f"world mesh [{mesh.size}] unflattened into dataloading, dense and sparse meshes "
                 f"(dense {_tuple(mesh.dims)} {_tuple(mesh.sizes)})")

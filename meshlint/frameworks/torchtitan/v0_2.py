@@ -77,18 +77,23 @@ _VALIDATED = ("dp_replicate", "cp", "tp", "pp", "ep", "etp")  # _validate's loop
 
 
 def read(source) -> Spec:
+    return read_toml(source, KEYS, DEGREE_KEYS, SHORT_NAMES, _VALIDATED)
+
+
+def read_toml(source, keys: list, degree_keys: dict, short_names: dict, validated: tuple) -> Spec:
+    """A TOML-era config (this version's or v0.1.0's key list): values, degrees, their load-time checks."""
     spec = Spec(dialect=NAME)
-    read_keys(source.data, KEYS, no_coercion("torchtitan"), spec)
-    unknown_keys(source.data, STRICT_SECTIONS, KEYS, spec, SHORT_NAMES)
+    read_keys(source.data, keys, no_coercion("torchtitan"), spec)
+    unknown_keys(source.data, STRICT_SECTIONS, keys, spec, short_names)
     table = source.data.get("parallelism")
-    for name, path in DEGREE_KEYS.items():
+    for name, path in degree_keys.items():
         spec.degrees[name] = spec.values.pop(name)
         spec.degree_keys[name] = path
         spec.degree_present[name] = isinstance(table, dict) and path.split(".", 1)[1] in table
     # Model sizes come from torchtitan's registry (name + flavor), not from the file:
     # attach_model() fills them from meshlint's model table.
     spec.values["model.known"] = False
-    spec.load_error = _validate_degrees(spec.degrees)
+    spec.load_error = _validate_degrees(spec.degrees, validated)
     return spec
 
 
@@ -153,16 +158,22 @@ def bytes_per_param(spec: Spec) -> int | None:
 
 def spec_from_degrees(degrees: dict, **other_values) -> Spec:
     """A Spec as if a [parallelism] table held these degrees (plus [training]/[model]/[compile] values by key name)."""
+    return toml_spec_from_degrees(read, KEYS, DEGREE_KEYS, VERSION, degrees, **other_values)
+
+
+def toml_spec_from_degrees(read_fn, keys: list, degree_keys: dict, version: str, degrees: dict,
+                           **other_values) -> Spec:
+    """``spec_from_degrees`` of a TOML-era version: its ``read`` on a [parallelism] table of these degrees."""
     data: dict = {}
     for name, value in degrees.items():
-        if name not in DEGREE_KEYS:
-            raise ValueError(f"torchtitan 0.2.x has no degree {name!r} (it has {', '.join(DEGREE_KEYS)})")
-        data.setdefault("parallelism", {})[DEGREE_KEYS[name].split(".", 1)[1]] = value
+        if name not in degree_keys:
+            raise ValueError(f"torchtitan {version} has no degree {name!r} (it has {', '.join(degree_keys)})")
+        data.setdefault("parallelism", {})[degree_keys[name].split(".", 1)[1]] = value
     for name, value in other_values.items():
-        paths = [k.path for k in KEYS if k.leaf == name or k.path == name]
+        paths = [k.path for k in keys if k.leaf == name or k.path == name]
         if len(paths) != 1:
-            raise ValueError(f"torchtitan 0.2.x: {name!r} names " + (f"several keys ({', '.join(paths)})" if paths
-                                                                     else "no key meshlint reads"))
+            raise ValueError(f"torchtitan {version}: {name!r} names " + (f"several keys ({', '.join(paths)})" if paths
+                                                                          else "no key meshlint reads"))
         section, leaf = paths[0].split(".", 1)
         data.setdefault(section, {})[leaf] = value
 
@@ -171,13 +182,14 @@ def spec_from_degrees(degrees: dict, **other_values) -> Spec:
 
     source = _Toml()
     source.data = data
-    spec = read(source)
-    spec.framework = {"name": "torchtitan", "version": "0.2.x", "decided_by": None}
+    spec = read_fn(source)
+    spec.framework = {"name": "torchtitan", "version": version, "decided_by": None}
     return spec
 
 
-def _validate_degrees(d: dict) -> str | None:
-    for name in _VALIDATED:
+def _validate_degrees(d: dict, validated: tuple = _VALIDATED) -> str | None:
+    """ParallelDims._validate's range checks (the same words from v0.1.0 to v0.2.x)."""
+    for name in validated:
         if d[name] is not None and d[name] < 1:
             return "AssertionError: Parallelism degree should be >= 1, except for dp_shard"
     ds = d["dp_shard"]
@@ -187,28 +199,10 @@ def _validate_degrees(d: dict) -> str | None:
 
 
 def resolve(spec: Spec, world: int | None) -> Resolution:
-    d = dict(spec.degrees)
-    res = Resolution(degrees=d, world_factors=_factors(d, d["dp_shard"] == -1))
-    unread = spec.extra.get("unread_degrees")
-    if unread:  # a launch line sets them from values the script does not determine
-        res.notes.append(f"{', '.join(unread)} set by the launch line to values meshlint cannot see: the meshes "
-                         "are not resolved")
-        return res
-    if not usable(spec, res, FACTORS + ("ep", "etp")):
-        return res
-    rest = d["dp_replicate"] * d["cp"] * d["tp"] * d["pp"]
-    inferred = d["dp_shard"] == -1
-    world = settle_dp_shard(res, world, inferred, rest, _valid_worlds(d, rest, inferred), _factors)
+    res, world = settle(spec, world, FACTORS + ("ep", "etp"))
     if world is None:
         return res
-    if prod(d[n] for n in FACTORS) != world:
-        res.framework_error = (
-            "AssertionError: Invalid parallel dims: "
-            + " * ".join(f"{n}({d[n]})" for n in FACTORS)
-            + f" != WORLD_SIZE({world})"
-        )
-        res.error_stage = "resolve"
-        return res
+    d = res.degrees
     if d["ep"] > 1 and d["etp"] not in (d["tp"], 1):
         res.framework_error = "AssertionError: Currently we only support ETP=TP or ETP=1"
         res.error_stage = "resolve"
@@ -217,14 +211,45 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
     return res
 
 
+def settle(spec: Spec, world: int | None, names: tuple) -> tuple:
+    """(Resolution, world): ParallelDims._validate up to its product assert, the same from v0.1.0 to v0.2.x
+    (``names``: the degrees the version has). The world is None when nothing more resolves (the reason, or
+    the framework's refusal, is on the Resolution)."""
+    d = dict(spec.degrees)
+    res = Resolution(degrees=d, world_factors=_factors(d, d["dp_shard"] == -1))
+    unread = spec.extra.get("unread_degrees")
+    if unread:  # a launch line sets them from values the script does not determine
+        res.notes.append(f"{', '.join(unread)} set by the launch line to values meshlint cannot see: the meshes "
+                         "are not resolved")
+        return res, None
+    if not usable(spec, res, names):
+        return res, None
+    d = res.degrees
+    rest = d["dp_replicate"] * d["cp"] * d["tp"] * d["pp"]
+    inferred = d["dp_shard"] == -1
+    world = settle_dp_shard(res, world, inferred, rest, _valid_worlds(d, rest, inferred), _factors)
+    if world is None:
+        return res, None
+    if prod(d[n] for n in FACTORS) != world:
+        res.framework_error = (
+            "AssertionError: Invalid parallel dims: "
+            + " * ".join(f"{n}({d[n]})" for n in FACTORS)
+            + f" != WORLD_SIZE({world})"
+        )
+        res.error_stage = "resolve"
+        return res, None
+    return res, world
+
+
 def _factors(d: dict, inferred: bool) -> list:
     return [(n, d[n], inferred and n == "dp_shard") for n in FACTORS]
 
 
 def _valid_worlds(d: dict, rest: int, inferred: bool) -> tuple:
-    if d["ep"] > 1 and d["etp"] not in (d["tp"], 1):
+    ep, etp = d.get("ep", 1), d.get("etp", 1)  # v0.1.0 has neither
+    if ep > 1 and etp not in (d["tp"], 1):
         return ("none", "etp must equal tp or 1 when ep > 1")
-    expert = d["etp"] * d["ep"]
+    expert = etp * ep
     if not inferred:
         fsdp_tp = d["dp_shard"] * d["cp"] * d["tp"]
         if fsdp_tp % expert:
