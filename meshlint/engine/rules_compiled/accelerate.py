@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 201, 411656978)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 3367947194)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -48,6 +48,8 @@ K8 = [('accelerate@1.15.0'), ]
 K9 = [('accelerate@1.15.0'), ]
 K10 = [('accelerate@1.15.0'), ]
 K11 = [('accelerate@1.15.0'), ]
+K12 = [('accelerate@1.15.0'), ]
+K13 = [('accelerate@1.15.0'), ]
 
 
 def e0(env):
@@ -1938,6 +1940,170 @@ def e68(env):
         t5 = False
     return t5
 
+def e69(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K12
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('accelerate')
+        if t6 is None: t6 = Missing('accelerate')
+        if t6.__class__ is dict and 'machine_rank_once' in t6:
+            t7 = t6['machine_rank_once']
+            if t7 is None: t7 = Missing('accelerate.machine_rank_once')
+        else:
+            t7 = attr_value(t6, 'machine_rank_once', 'accelerate.machine_rank_once')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t10 = t6['num_machines']
+                if t10 is None: t10 = Missing('accelerate.num_machines')
+            else:
+                t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+        else:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t13 = t6['num_machines']
+                if t13 is None: t13 = Missing('accelerate.num_machines')
+            else:
+                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
+            else:
+                t14 = _compare('>', t13, (1))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        else:
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+    else:
+        t5 = False
+    return t5
+
+def e70(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'machine_rank_once', 'accelerate.machine_rank_once')
+    return t2
+
+def e71(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'machine_rank', 'accelerate.keys.machine_rank')
+    return t3
+
+def e72(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K13
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('accelerate')
+        if t6 is None: t6 = Missing('accelerate')
+        if t6.__class__ is dict and 'config_file_given' in t6:
+            t7 = t6['config_file_given']
+            if t7 is None: t7 = Missing('accelerate.config_file_given')
+        else:
+            t7 = attr_value(t6, 'config_file_given', 'accelerate.config_file_given')
+        t8 = not (t7 if t7.__class__ is bool else _truth(t7))
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            if t6.__class__ is dict and 'machine_rank_given' in t6:
+                t10 = t6['machine_rank_given']
+                if t10 is None: t10 = Missing('accelerate.machine_rank_given')
+            else:
+                t10 = attr_value(t6, 'machine_rank_given', 'accelerate.machine_rank_given')
+            t11 = not (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+        else:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t13 = t6['num_machines']
+                if t13 is None: t13 = Missing('accelerate.num_machines')
+            else:
+                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            t14 = not (t13 is None or t13.__class__ is Missing)
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        else:
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t16 = t6['num_machines']
+                if t16 is None: t16 = Missing('accelerate.num_machines')
+            else:
+                t16 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            if t16.__class__ is int:
+                t17 = t16 > (1)
+            else:
+                t17 = _compare('>', t16, (1))
+            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+        else:
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            if t6.__class__ is dict and 'per_machine' in t6:
+                t19 = t6['per_machine']
+                if t19 is None: t19 = Missing('accelerate.per_machine')
+            else:
+                t19 = attr_value(t6, 'per_machine', 'accelerate.per_machine')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+        else:
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+    else:
+        t5 = False
+    return t5
+
+def e73(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+    if t2.__class__ is str:
+        t3 = t2 == ('DEEPSPEED')
+    else:
+        t3 = _compare('==', t2, ('DEEPSPEED'))
+    if _truth(t3):
+        t4 = ('prepare_deepspeed_cmd_env')
+    else:
+        t4 = ('prepare_multi_gpu_env')
+    return t4
+
+def e74(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+    if t2.__class__ is str:
+        t3 = t2 == ('DEEPSPEED')
+    else:
+        t3 = _compare('==', t2, ('DEEPSPEED'))
+    if _truth(t3):
+        t4 = ('491, 504')
+    else:
+        t4 = ('219')
+    return t4
+
+def e75(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'num_machines', 'accelerate.keys.num_machines')
+    return t3
+
 COMPILED = {
     'not (cp > 1 and accelerate.sp > 1)': (e0, 9, ('accelerate', 'cp')),
     "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and cp != null and accelerate.sp != null)": (e1, 17, ('accelerate', 'cp', 'framework')),
@@ -2008,4 +2174,11 @@ COMPILED = {
     'accelerate.keys.deepspeed_multinode_launcher': (e66, 3, ('accelerate',)),
     'accelerate.num_processes >= accelerate.num_machines': (e67, 5, ('accelerate',)),
     "framework.id in ['accelerate@1.15.0'] and (accelerate.num_processes != null and accelerate.num_machines != null and accelerate.num_machines > 1 and accelerate.num_processes >= 1)": (e68, 25, ('accelerate', 'framework')),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.machine_rank_once != null and accelerate.num_machines != null and accelerate.num_machines > 1)": (e69, 20, ('accelerate', 'framework')),
+    'accelerate.machine_rank_once': (e70, 2, ('accelerate',)),
+    'accelerate.keys.machine_rank': (e71, 3, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (not accelerate.config_file_given and not accelerate.machine_rank_given and accelerate.num_machines != null and accelerate.num_machines > 1 and accelerate.per_machine != null)": (e72, 28, ('accelerate', 'framework')),
+    "'prepare_deepspeed_cmd_env' if accelerate.distributed_type == 'DEEPSPEED' else 'prepare_multi_gpu_env'": (e73, 7, ('accelerate',)),
+    "'491, 504' if accelerate.distributed_type == 'DEEPSPEED' else '219'": (e74, 7, ('accelerate',)),
+    'accelerate.keys.num_machines': (e75, 3, ('accelerate',)),
 }

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 201, 411656978)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 3367947194)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -636,6 +636,28 @@ def e26(env):
     return t1
 
 def e27(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = not (t1 is None or t1.__class__ is Missing)
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = env.lookup('product')
+        if t4 is None: t4 = Missing('product')
+        if t1.__class__ is dict and 'world' in t1:
+            t6 = t1['world']
+            if t6 is None: t6 = Missing('srun_idle.world')
+        else:
+            t6 = attr_value(t1, 'world', 'srun_idle.world')
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 == t6
+        else:
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('==', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+    else:
+        t3 = False
+    return t3
+
+def e28(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
@@ -689,55 +711,74 @@ def e27(env):
     t16 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
     return t16
 
-def e28(env):
-    t1 = env.lookup('dialect')
-    if t1 is None: t1 = Missing('dialect')
-    if t1.__class__ is str:
-        t2 = t1 != ('native')
-    else:
-        t2 = _compare('!=', t1, ('native'))
-    if _truth(t2):
-        t4 = env.lookup('world_size')
-        if t4 is None: t4 = Missing('world_size')
-        if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = env.lookup('others')
-        if t5 is None: t5 = Missing('others')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = _binop('%', t4, t5, env)
-        if t6.__class__ is int:
-            t7 = t6 == (0)
-        else:
-            t7 = _compare('==', t6, (0))
-        t3 = _truth(t7)
-    else:
-        t3 = False
-    return t3
-
 def e29(env):
-    t1 = env.lookup('dialect')
-    if t1 is None: t1 = Missing('dialect')
-    if t1.__class__ is str:
-        t2 = t1 != ('native')
-    else:
-        t2 = _compare('!=', t1, ('native'))
-    if _truth(t2):
-        t4 = env.lookup('world_size')
-        if t4 is None: t4 = Missing('world_size')
-        if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = env.lookup('others')
-        if t5 is None: t5 = Missing('others')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = _binop('%', t4, t5, env)
-        if t6.__class__ is int:
-            t7 = t6 != (0)
-        else:
-            t7 = _compare('!=', t6, (0))
-        t3 = _truth(t7)
-    else:
-        t3 = False
-    return t3
+    t1 = env.lookup('srun_fix')
+    if t1 is None: t1 = Missing('srun_fix')
+    return t1
 
 def e30(env):
+    t1 = env.lookup('srun_fix')
+    if t1 is None: t1 = Missing('srun_fix')
+    t2 = not _truth(t1)
+    if _truth(t2):
+        t4 = env.lookup('dialect')
+        if t4 is None: t4 = Missing('dialect')
+        if t4.__class__ is str:
+            t5 = t4 != ('native')
+        else:
+            t5 = _compare('!=', t4, ('native'))
+        t3 = _truth(t5)
+    else:
+        t3 = False
+    if _truth(t3):
+        t7 = env.lookup('world_size')
+        if t7 is None: t7 = Missing('world_size')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('others')
+        if t8 is None: t8 = Missing('others')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('%', t7, t8, env)
+        if t9.__class__ is int:
+            t10 = t9 == (0)
+        else:
+            t10 = _compare('==', t9, (0))
+        t6 = _truth(t10)
+    else:
+        t6 = False
+    return t6
+
+def e31(env):
+    t1 = env.lookup('srun_fix')
+    if t1 is None: t1 = Missing('srun_fix')
+    t2 = not _truth(t1)
+    if _truth(t2):
+        t4 = env.lookup('dialect')
+        if t4 is None: t4 = Missing('dialect')
+        if t4.__class__ is str:
+            t5 = t4 != ('native')
+        else:
+            t5 = _compare('!=', t4, ('native'))
+        t3 = _truth(t5)
+    else:
+        t3 = False
+    if _truth(t3):
+        t7 = env.lookup('world_size')
+        if t7 is None: t7 = Missing('world_size')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('others')
+        if t8 is None: t8 = Missing('others')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('%', t7, t8, env)
+        if t9.__class__ is int:
+            t10 = t9 != (0)
+        else:
+            t10 = _compare('!=', t9, (0))
+        t6 = _truth(t10)
+    else:
+        t6 = False
+    return t6
+
+def e32(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -746,27 +787,27 @@ def e30(env):
         t2 = _compare('==', t1, ('native'))
     return t2
 
-def e31(env):
+def e33(env):
     t1 = env.lookup('equation')
     if t1 is None: t1 = Missing('equation')
     return t1
 
-def e32(env):
+def e34(env):
     t1 = env.lookup('product')
     if t1 is None: t1 = Missing('product')
     return t1
 
-def e33(env):
+def e35(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     return t1
 
-def e34(env):
+def e36(env):
     t1 = env.lookup('world_source')
     if t1 is None: t1 = Missing('world_source')
     return t1
 
-def e35(env):
+def e37(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -809,7 +850,7 @@ def e35(env):
         t7 = ('')
     return t7
 
-def e36(env):
+def e38(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -825,13 +866,106 @@ def e36(env):
         t3 = ('mesh.dims')
     return t3
 
-def e37(env):
+def e39(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'tasks_per_node', 'srun_idle.tasks_per_node')
+    return t2
+
+def e40(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'tasks_per_node', 'srun_idle.tasks_per_node')
+    if t2.__class__ is int:
+        t3 = t2 == (1)
+    else:
+        t3 = _compare('==', t2, (1))
+    if _truth(t3):
+        t4 = ('')
+    else:
+        t4 = ('s')
+    return t4
+
+def e41(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'default', 'srun_idle.default')
+    if _truth(t2):
+        t3 = ('no task count: SLURM starts one per node by default')
+    else:
+        t4 = attr_value(t1, 'tasks_per_node', 'srun_idle.tasks_per_node')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', ('--ntasks-per-node='), t5, env)
+        t3 = t6
+    return t3
+
+def e42(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'nodes', 'srun_idle.nodes')
+    return t2
+
+def e43(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'gpus_per_node', 'srun_idle.gpus_per_node')
+    return t2
+
+def e44(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'world', 'srun_idle.world')
+    return t2
+
+def e45(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'agree', 'srun_idle.agree')
+    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t3.__class__ is int:
+        t4 = t3 > (0)
+    else:
+        t4 = _compare('>', t3, (0))
+    if _truth(t4):
+        t6 = call_value(env, F_join.fn, F_join.cost, False, [t2, (' and ')])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = _binop('+', (' ('), t6, env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = _binop('+', t7, (' count'), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+        if t9.__class__ is int:
+            t10 = t9 == (1)
+        else:
+            t10 = _compare('==', t9, (1))
+        if _truth(t10):
+            t11 = ('s')
+        else:
+            t11 = ('')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t8, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t12, (' '), env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = attr_value(t1, 'world', 'srun_idle.world')
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('+', t13, t15, env)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('+', t16, (' too)'), env)
+        t5 = t17
+    else:
+        t5 = ('')
+    return t5
+
+def e46(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'dp_shard', 'keys.dp_shard')
     return t2
 
-def e38(env):
+def e47(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -841,7 +975,7 @@ def e38(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e39(env):
+def e48(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
@@ -872,12 +1006,12 @@ def e39(env):
     t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
     return t13
 
-def e40(env):
+def e49(env):
     t1 = env.lookup('others')
     if t1 is None: t1 = Missing('others')
     return t1
 
-def e41(env):
+def e50(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('fits')
@@ -923,7 +1057,7 @@ def e41(env):
     t20 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t20
 
-def e42(env):
+def e51(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -937,7 +1071,7 @@ def e42(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e43(env):
+def e52(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
@@ -1003,7 +1137,7 @@ def e43(env):
         t11 = False
     return t11
 
-def e44(env):
+def e53(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
@@ -1039,7 +1173,7 @@ def e44(env):
     t13 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
     return t13
 
-def e45(env):
+def e54(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
@@ -1079,7 +1213,7 @@ def e45(env):
         t12 = index_value(t1, (0), '?')
     return t12
 
-def e46(env):
+def e55(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
@@ -1115,7 +1249,7 @@ def e46(env):
     t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
     return t13
 
-def e47(env):
+def e56(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     t3 = env.lookup('others')
@@ -1127,7 +1261,7 @@ def e47(env):
         t2 = _compare('>=', t1, t3)
     return t2
 
-def e48(env):
+def e57(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     t3 = env.lookup('others')
@@ -1139,17 +1273,17 @@ def e48(env):
         t2 = _compare('<', t1, t3)
     return t2
 
-def e49(env):
+def e58(env):
     t1 = env.lookup('filled')
     if t1 is None: t1 = Missing('filled')
     return t1
 
-def e50(env):
+def e59(env):
     t1 = env.lookup('names')
     if t1 is None: t1 = Missing('names')
     return t1
 
-def e51(env):
+def e60(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -1174,7 +1308,7 @@ def e51(env):
         t3 = ('')
     return t3
 
-def e52(env):
+def e61(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -1222,7 +1356,7 @@ def e52(env):
         t3 = t20
     return t3
 
-def e53(env):
+def e62(env):
     t1 = env.lookup('others')
     if t1 is None: t1 = Missing('others')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1235,7 +1369,7 @@ def e53(env):
     t4 = _binop('*', t1, t3, env)
     return t4
 
-def e54(env):
+def e63(env):
     t1 = env.lookup('others')
     if t1 is None: t1 = Missing('others')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1250,12 +1384,12 @@ def e54(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e55(env):
+def e64(env):
     t1 = env.lookup('world_known')
     if t1 is None: t1 = Missing('world_known')
     return t1
 
-def e56(env):
+def e65(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('skipped')
@@ -1293,7 +1427,7 @@ def e56(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e57(env):
+def e66(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1303,7 +1437,7 @@ def e57(env):
         t3 = _compare('>', t2, (0))
     return t3
 
-def e58(env):
+def e67(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1334,7 +1468,7 @@ def e58(env):
         t4 = False
     return t4
 
-def e59(env):
+def e68(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1364,7 +1498,7 @@ def e59(env):
         t7 = False
     return t7
 
-def e60(env):
+def e69(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1408,19 +1542,19 @@ def e60(env):
         t4 = ('')
     return t4
 
-def e61(env):
+def e70(env):
     t1 = env.lookup('valid_worlds')
     if t1 is None: t1 = Missing('valid_worlds')
     return t1
 
-def e62(env):
+def e71(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('rule')])
     return t3
 
-def e63(env):
+def e72(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1439,7 +1573,7 @@ def e63(env):
         t4 = ('')
     return t4
 
-def e64(env):
+def e73(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('topology_conflicts')
@@ -1469,79 +1603,99 @@ def e64(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e65(env):
+def e74(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'what', 'item.what')
     return t2
 
-def e66(env):
+def e75(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'kept', 'item.kept')
     return t2
 
-def e67(env):
+def e76(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'kept_value', 'item.kept_value')
     return t2
 
-def e68(env):
+def e77(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'other', 'item.other')
     return t2
 
-def e69(env):
+def e78(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'other_value', 'item.other_value')
     return t2
 
-def e70(env):
+def e79(env):
     t1 = env.lookup('directive_problems')
     if t1 is None: t1 = Missing('directive_problems')
     return t1
 
-def e71(env):
+def e80(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'message', 'item.message')
     return t2
 
-def e72(env):
+def e81(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'line', 'item.line')
     return t2
 
-def e73(env):
+def e82(env):
     t1 = env.lookup('unknown_keys')
     if t1 is None: t1 = Missing('unknown_keys')
     return t1
 
-def e74(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t3 = not (t2 is None or t2.__class__ is Missing)
+def e83(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = not (t1 is None or t1.__class__ is Missing)
+    return t2
+
+def e84(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    if _truth(t2):
+        t4 = env.lookup('item')
+        if t4 is None: t4 = Missing('item')
+        t5 = attr_value(t4, 'suggestion', 'item.suggestion')
+        t6 = not (t5 is None or t5.__class__ is Missing)
+        t3 = _truth(t6)
+    else:
+        t3 = False
     return t3
 
-def e75(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t3 = (t2 is None or t2.__class__ is Missing)
+def e85(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    if _truth(t2):
+        t4 = env.lookup('item')
+        if t4 is None: t4 = Missing('item')
+        t5 = attr_value(t4, 'suggestion', 'item.suggestion')
+        t6 = (t5 is None or t5.__class__ is Missing)
+        t3 = _truth(t6)
+    else:
+        t3 = False
     return t3
 
-def e76(env):
+def e86(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'section', 'item.section')
     return t2
 
-def e77(env):
+def e87(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
@@ -1556,7 +1710,7 @@ def e77(env):
         t4 = ('')
     return t4
 
-def e78(env):
+def e88(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'framework', 'item.framework')
@@ -1585,19 +1739,62 @@ def e78(env):
         t4 = t7
     return t4
 
-def e79(env):
+def e89(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    if _truth(t2):
+        t3 = ('')
+    else:
+        t4 = env.lookup('framework_version')
+        if t4 is None: t4 = Missing('framework_version')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = _binop('+', ('. Every key of this config that torchtitan '), t4, env)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', t5, (' does not know ('), env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = attr_value(t1, 'keys', 'written_for.keys')
+        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', t6, t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', t9, (') is a key of torchtitan '), env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = attr_value(t1, 'version', 'written_for.version')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t10, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t12, (': the config looks written for torchtitan '), env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t14 = _binop('+', t13, t11, env)
+        t3 = t14
+    return t3
+
+def e90(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = attr_value(t1, 'version', 'written_for.version')
+    return t2
+
+def e91(env):
+    t1 = env.lookup('framework_version')
+    if t1 is None: t1 = Missing('framework_version')
+    return t1
+
+def e92(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     return t2
 
-def e80(env):
+def e93(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
     t2 = not (t1 is None or t1.__class__ is Missing)
     return t2
 
-def e81(env):
+def e94(env):
     t1 = env.lookup('world_known')
     if t1 is None: t1 = Missing('world_known')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -1612,7 +1809,7 @@ def e81(env):
         t2 = False
     return t2
 
-def e82(env):
+def e95(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('skipped')
@@ -1650,14 +1847,14 @@ def e82(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e83(env):
+def e96(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('placement rule')])
     return t3
 
-def e84(env):
+def e97(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -1672,7 +1869,7 @@ def e84(env):
         t3 = _compare('>', t2, (0))
     return t3
 
-def e85(env):
+def e98(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('unreadable')
@@ -1725,7 +1922,7 @@ def e85(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e86(env):
+def e99(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1759,7 +1956,7 @@ def e86(env):
         t5 = t16
     return t5
 
-def e87(env):
+def e100(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -1780,30 +1977,30 @@ def e87(env):
         t3 = t5
     return t3
 
-def e88(env):
+def e101(env):
     t1 = env.lookup('refusals')
     if t1 is None: t1 = Missing('refusals')
     return t1
 
-def e89(env):
+def e102(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'framework', 'item.framework')
     return t2
 
-def e90(env):
+def e103(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'keys', 'item.keys')
     return t2
 
-def e91(env):
+def e104(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'source', 'item.source')
     return t2
 
-def e92(env):
+def e105(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('topology_conflicts')
@@ -1832,12 +2029,12 @@ def e92(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e93(env):
+def e106(env):
     t1 = env.lookup('kept_values')
     if t1 is None: t1 = Missing('kept_values')
     return t1
 
-def e94(env):
+def e107(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = env.lookup('gpus_per_node')
@@ -1849,7 +2046,29 @@ def e94(env):
         t2 = _compare('<=', t1, t3)
     return t2
 
-def e95(env):
+def e108(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    if not (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = env.lookup('tp')
+        if t4 is None: t4 = Missing('tp')
+        if t1.__class__ is dict and 'gpus_per_node' in t1:
+            t6 = t1['gpus_per_node']
+            if t6 is None: t6 = Missing('srun_idle.gpus_per_node')
+        else:
+            t6 = attr_value(t1, 'gpus_per_node', 'srun_idle.gpus_per_node')
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 > t6
+        else:
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('>', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+    else:
+        t3 = True
+    return t3
+
+def e109(env):
     t1 = K0
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = []
@@ -1910,22 +2129,22 @@ def e95(env):
     t22 = call_value(env, F_max.fn, F_max.cost, False, [t21])
     return t22
 
-def e96(env):
+def e110(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     return t1
 
-def e97(env):
+def e111(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
     return t1
 
-def e98(env):
+def e112(env):
     t1 = env.lookup('gpus_per_node_source')
     if t1 is None: t1 = Missing('gpus_per_node_source')
     return t1
 
-def e99(env):
+def e113(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1951,18 +2170,18 @@ def e99(env):
         t5 = t8
     return t5
 
-def e100(env):
+def e114(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'tp', 'keys.tp')
     return t2
 
-def e101(env):
+def e115(env):
     t1 = env.lookup('best')
     if t1 is None: t1 = Missing('best')
     return t1
 
-def e102(env):
+def e116(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1992,7 +2211,7 @@ def e102(env):
         t5 = t11
     return t5
 
-def e103(env):
+def e117(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'intra_node' in t1:
@@ -2002,7 +2221,7 @@ def e103(env):
         t2 = attr_value(t1, 'intra_node', 'item.intra_node')
     return t2
 
-def e104(env):
+def e118(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'role' in t1:
@@ -2044,12 +2263,12 @@ def e104(env):
         t8 = False
     return t8
 
-def e105(env):
+def e119(env):
     t1 = env.lookup('axes')
     if t1 is None: t1 = Missing('axes')
     return t1
 
-def e106(env):
+def e120(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2058,7 +2277,7 @@ def e106(env):
         t2 = _compare('==', t1, ('cyclic'))
     return t2
 
-def e107(env):
+def e121(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2078,7 +2297,7 @@ def e107(env):
         t3 = False
     return t3
 
-def e108(env):
+def e122(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2098,50 +2317,79 @@ def e108(env):
         t3 = False
     return t3
 
-def e109(env):
+def e123(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'mesh', 'item.mesh')
     return t2
 
-def e110(env):
+def e124(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'size', 'item.size')
     return t2
 
-def e111(env):
+def e125(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'stride', 'item.stride')
     return t2
 
-def e112(env):
+def e126(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'example', 'item.example')
     t3 = call_value(env, F_ranks.fn, F_ranks.cost, False, [t2])
     return t3
 
-def e113(env):
+def e127(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'example', 'item.example')
+    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    t5 = attr_value(t1, 'size', 'item.size')
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 < t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('<', t3, t5)
+    if _truth(t4):
+        t7 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', (' (its first '), t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', t9, (' of '), env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = call_value(env, F_str.fn, F_str.cost, True, [t5])
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t10, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t12, (' ranks)'), env)
+        t6 = t13
+    else:
+        t6 = ('')
+    return t6
+
+def e128(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'max_nodes', 'item.max_nodes')
     return t2
 
-def e114(env):
+def e129(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'crossing_groups', 'item.crossing_groups')
     return t2
 
-def e115(env):
+def e130(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'groups', 'item.groups')
     return t2
 
-def e116(env):
+def e131(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2159,7 +2407,7 @@ def e116(env):
         t5 = t7
     return t5
 
-def e117(env):
+def e132(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -2189,7 +2437,7 @@ def e117(env):
     t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t12
 
-def e118(env):
+def e133(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'role' in t1:
@@ -2215,7 +2463,7 @@ def e118(env):
         t5 = False
     return t5
 
-def e119(env):
+def e134(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2224,7 +2472,7 @@ def e119(env):
         t2 = _compare('!=', t1, ('cyclic'))
     return t2
 
-def e120(env):
+def e135(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2238,7 +2486,7 @@ def e120(env):
         t4 = ('ring attention exchange')
     return t4
 
-def e121(env):
+def e136(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2249,7 +2497,7 @@ def e121(env):
     t4 = index_value(t1, t3, 'keys')
     return t4
 
-def e122(env):
+def e137(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2263,7 +2511,7 @@ def e122(env):
         t4 = ('CP')
     return t4
 
-def e123(env):
+def e138(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2277,7 +2525,7 @@ def e123(env):
         t4 = ('e.g. CP across nodes to fit a long sequence')
     return t4
 
-def e124(env):
+def e139(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2291,7 +2539,7 @@ def e124(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e125(env):
+def e140(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     t3 = env.lookup('gpus_per_node')
@@ -2303,12 +2551,12 @@ def e125(env):
         t2 = _compare('>', t1, t3)
     return t2
 
-def e126(env):
+def e141(env):
     t1 = env.lookup('nodes')
     if t1 is None: t1 = Missing('nodes')
     return t1
 
-def e127(env):
+def e142(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2318,7 +2566,7 @@ def e127(env):
     t3 = _binop('%', t1, t2, env)
     return t3
 
-def e128(env):
+def e143(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2331,7 +2579,7 @@ def e128(env):
     t4 = _binop('*', t3, t2, env)
     return t4
 
-def e129(env):
+def e144(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2346,34 +2594,283 @@ def e129(env):
     t5 = _binop('*', t4, t2, env)
     return t5
 
-def e130(env):
+def e145(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     return t1
 
-def e131(env):
+def e146(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = not (t1 is None or t1.__class__ is Missing)
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = env.lookup('said')
+        if t4 is None: t4 = Missing('said')
+        t5 = not (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+    else:
+        t3 = False
+    return t3
+
+def e147(env):
+    t1 = env.lookup('world_factors')
+    if t1 is None: t1 = Missing('world_factors')
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t2.__class__ is int:
+        t3 = t2 > (0)
+    else:
+        t3 = _compare('>', t2, (0))
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t5 = []
+        t6 = env.budget
+        t7 = loop_items(t1)
+        t8 = Env({}, None, t6, env)
+        t9 = t8.values
+        for t10 in t7:
+            t6.left -= 4
+            if t6.left < 0: _charge(env, 0)
+            t9['f'] = t10
+            t8.let_cache = None
+            t11 = t10
+            if t11 is None: t11 = Missing('f')
+            if t11.__class__ is dict and 'inferred' in t11:
+                t12 = t11['inferred']
+                if t12 is None: t12 = Missing('f.inferred')
+            else:
+                t12 = attr_value(t11, 'inferred', 'f.inferred')
+            t5.append(t12)
+            t6.mem -= 1
+            if t6.mem < 0: _charge_mem(env, 0)
+            if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t13 = call_value(env, F_any.fn, F_any.cost, False, [t5])
+        t14 = not (t13 if t13.__class__ is bool else _truth(t13))
+        t4 = (t14 if t14.__class__ is bool else _truth(t14))
+    else:
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t16 = []
+        t17 = env.budget
+        t18 = loop_items(t1)
+        t19 = Env({}, None, t17, env)
+        t20 = t19.values
+        for t21 in t18:
+            t17.left -= 11
+            if t17.left < 0: _charge(env, 0)
+            t20['f'] = t21
+            t19.let_cache = None
+            t22 = t21
+            if t22 is None: t22 = Missing('f')
+            if t22.__class__ is dict and 'value' in t22:
+                t23 = t22['value']
+                if t23 is None: t23 = Missing('f.value')
+            else:
+                t23 = attr_value(t22, 'value', 'f.value')
+            t24 = not (t23 is None or t23.__class__ is Missing)
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t26 = t21
+                if t26 is None: t26 = Missing('f')
+                if t26.__class__ is dict and 'value' in t26:
+                    t27 = t26['value']
+                    if t27 is None: t27 = Missing('f.value')
+                else:
+                    t27 = attr_value(t26, 'value', 'f.value')
+                if t27.__class__ is int:
+                    t28 = t27 >= (1)
+                else:
+                    t28 = _compare('>=', t27, (1))
+                t25 = (t28 if t28.__class__ is bool else _truth(t28))
+            else:
+                t25 = False
+            t16.append(t25)
+            t17.mem -= 1
+            if t17.mem < 0: _charge_mem(env, 0)
+            if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t29 = call_value(env, F_all.fn, F_all.cost, False, [t16])
+        t15 = (t29 if t29.__class__ is bool else _truth(t29))
+    else:
+        t15 = False
+    if (t15 if t15.__class__ is bool else _truth(t15)):
+        t31 = env.lookup('product')
+        if t31 is None: t31 = Missing('product')
+        t33 = env.lookup('world_size')
+        if t33 is None: t33 = Missing('world_size')
+        if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
+            t32 = t31 != t33
+        else:
+            if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
+            t32 = _compare('!=', t31, t33)
+        t30 = (t32 if t32.__class__ is bool else _truth(t32))
+    else:
+        t30 = False
+    return t30
+
+def e148(env):
+    t1 = env.lookup('mismatch')
+    if t1 is None: t1 = Missing('mismatch')
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t3 = env.lookup('product')
+        if t3 is None: t3 = Missing('product')
+        t5 = env.lookup('srun_idle')
+        if t5 is None: t5 = Missing('srun_idle')
+        if t5.__class__ is dict and 'world' in t5:
+            t6 = t5['world']
+            if t6 is None: t6 = Missing('srun_idle.world')
+        else:
+            t6 = attr_value(t5, 'world', 'srun_idle.world')
+        if t3.__class__ is t6.__class__ and (t3.__class__ is int or t3.__class__ is str):
+            t4 = t3 == t6
+        else:
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t3, t6)
+            t4 = _compare('==', t3, t6)
+        t2 = (t4 if t4.__class__ is bool else _truth(t4))
+    else:
+        t2 = False
+    return t2
+
+def e149(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'default', 'srun_idle.default')
+    if _truth(t2):
+        t3 = ('no --ntasks or --ntasks-per-node, so SLURM starts one per node by default')
+    else:
+        t4 = attr_value(t1, 'tasks_per_node', 'srun_idle.tasks_per_node')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', ('--ntasks-per-node='), t5, env)
+        t3 = t6
+    return t3
+
+def e150(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'nodes', 'srun_idle.nodes')
+    if t2.__class__ is int:
+        t3 = t2 == (1)
+    else:
+        t3 = _compare('==', t2, (1))
+    if _truth(t3):
+        t4 = ('')
+    else:
+        t4 = ('s')
+    return t4
+
+def e151(env):
+    t1 = env.lookup('world_size')
+    if t1 is None: t1 = Missing('world_size')
+    if t1.__class__ is int:
+        t2 = t1 == (1)
+    else:
+        t2 = _compare('==', t1, (1))
+    if _truth(t2):
+        t3 = ('')
+    else:
+        t3 = ('s')
+    return t3
+
+def e152(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'world', 'srun_idle.world')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = env.lookup('world_size')
+    if t3 is None: t3 = Missing('world_size')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('-', t2, t3, env)
+    return t4
+
+def e153(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'agree', 'srun_idle.agree')
+    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t3.__class__ is int:
+        t4 = t3 > (0)
+    else:
+        t4 = _compare('>', t3, (0))
+    if _truth(t4):
+        t6 = call_value(env, F_join.fn, F_join.cost, False, [t2, (' and ')])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = _binop('+', (', while '), t6, env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = _binop('+', t7, (' count'), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+        if t9.__class__ is int:
+            t10 = t9 == (1)
+        else:
+            t10 = _compare('==', t9, (1))
+        if _truth(t10):
+            t11 = ('s')
+        else:
+            t11 = ('')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t8, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t12, (' all '), env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = attr_value(t1, 'world', 'srun_idle.world')
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('+', t13, t15, env)
+        t5 = t16
+    else:
+        t5 = ('')
+    return t5
+
+def e154(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'line', 'srun_idle.line')
+    return t2
+
+def e155(env):
+    t1 = env.lookup('srun_idle')
+    if t1 is None: t1 = Missing('srun_idle')
+    t2 = attr_value(t1, 'col', 'srun_idle.col')
+    return t2
+
+def e156(env):
+    t1 = env.lookup('dialect')
+    if t1 is None: t1 = Missing('dialect')
+    if t1.__class__ is str:
+        t2 = t1 == ('kempnerforge')
+    else:
+        t2 = _compare('==', t1, ('kempnerforge'))
+    if _truth(t2):
+        t3 = (': KempnerForge sets cuda:SLURM_LOCALID (kempnerforge/distributed/setup.py:33, :201), which --gpus-per-task=1 alone would put out of range')
+    else:
+        t3 = ('')
+    return t3
+
+def e157(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     return t1
 
-def e132(env):
+def e158(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'cp', 'keys.cp')
     return t2
 
-def e133(env):
+def e159(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'max_seq_len', 'model.max_seq_len')
     return t2
 
-def e134(env):
+def e160(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     return t1
 
-def e135(env):
+def e161(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_heads' in t1:
@@ -2392,7 +2889,7 @@ def e135(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e136(env):
+def e162(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2401,7 +2898,7 @@ def e136(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e137(env):
+def e163(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -2511,19 +3008,19 @@ def e137(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e138(env):
+def e164(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
     return t2
 
-def e139(env):
+def e165(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     return t2
 
-def e140(env):
+def e166(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2540,13 +3037,13 @@ def e140(env):
         t4 = ('no tp above 1 fits on this world: use tp = 1')
     return t4
 
-def e141(env):
+def e167(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
     return t2
 
-def e142(env):
+def e168(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads' in t1:
@@ -2565,7 +3062,7 @@ def e142(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e143(env):
+def e169(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -2578,19 +3075,19 @@ def e143(env):
         t3 = ('')
     return t3
 
-def e144(env):
+def e170(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'num_experts', 'model.num_experts')
     return t2
 
-def e145(env):
+def e171(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'pp', 'keys.pp')
     return t2
 
-def e146(env):
+def e172(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -2600,7 +3097,7 @@ def e146(env):
         t2 = attr_value(t1, 'is_moe', 'model.is_moe')
     return t2
 
-def e147(env):
+def e173(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2609,18 +3106,18 @@ def e147(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e148(env):
+def e174(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     return t1
 
-def e149(env):
+def e175(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'ep', 'keys.ep')
     return t2
 
-def e150(env):
+def e176(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -2639,7 +3136,7 @@ def e150(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e151(env):
+def e177(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2659,7 +3156,7 @@ def e151(env):
         t3 = False
     return t3
 
-def e152(env):
+def e178(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -2725,7 +3222,7 @@ def e152(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e153(env):
+def e179(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2742,23 +3239,23 @@ def e153(env):
         t4 = ('no ep above 1 fits on this world: use ep = 1')
     return t4
 
-def e154(env):
+def e180(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'col', 'item.col')
     return t2
 
-def e155(env):
+def e181(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     return t1
 
-def e156(env):
+def e182(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     return t1
 
-def e157(env):
+def e183(env):
     t1 = env.lookup('uneven')
     if t1 is None: t1 = Missing('uneven')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2773,7 +3270,7 @@ def e157(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e158(env):
+def e184(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -2838,7 +3335,7 @@ def e158(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e159(env):
+def e185(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -2926,7 +3423,7 @@ def e159(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e160(env):
+def e186(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2936,7 +3433,7 @@ def e160(env):
         t3 = _compare('==', t2, ('model.'))
     return t3
 
-def e161(env):
+def e187(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2957,7 +3454,7 @@ def e161(env):
         t4 = False
     return t4
 
-def e162(env):
+def e188(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2978,7 +3475,7 @@ def e162(env):
         t4 = False
     return t4
 
-def e163(env):
+def e189(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3012,7 +3509,7 @@ def e163(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
     return t15
 
-def e164(env):
+def e190(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3066,7 +3563,7 @@ def e164(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e165(env):
+def e191(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3110,7 +3607,7 @@ def e165(env):
     t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t19
 
-def e166(env):
+def e192(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3127,13 +3624,13 @@ def e166(env):
         t4 = ('')
     return t4
 
-def e167(env):
+def e193(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e168(env):
+def e194(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3157,7 +3654,7 @@ def e168(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t10
 
-def e169(env):
+def e195(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3177,14 +3674,14 @@ def e169(env):
         t3 = _compare('<=', t2, t4)
     return t3
 
-def e170(env):
+def e196(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
     t3 = call_value(env, F_round.fn, F_round.cost, False, [t2, (1)])
     return t3
 
-def e171(env):
+def e197(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'stages', 'memory.stages')
@@ -3202,25 +3699,25 @@ def e171(env):
         t4 = ('')
     return t4
 
-def e172(env):
+def e198(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
     return t2
 
-def e173(env):
+def e199(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'capacity_source', 'memory.capacity_source')
     return t2
 
-def e174(env):
+def e200(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'summary', 'memory.summary')
     return t2
 
-def e175(env):
+def e201(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3236,13 +3733,13 @@ def e175(env):
         t3 = ('micro_batch_size')
     return t3
 
-def e176(env):
+def e202(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'largest', 'memory.largest')
     return t2
 
-def e177(env):
+def e203(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K3
@@ -3262,13 +3759,13 @@ def e177(env):
         t4 = t6
     return t4
 
-def e178(env):
+def e204(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'ac', 'memory.ac')
     return t2
 
-def e179(env):
+def e205(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3306,7 +3803,7 @@ def e179(env):
         t3 = _compare('<=', t2, t7)
     return t3
 
-def e180(env):
+def e206(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'margin', 'memory.margin')
@@ -3315,7 +3812,7 @@ def e180(env):
     t4 = call_value(env, F_round.fn, F_round.cost, False, [t3])
     return t4
 
-def e181(env):
+def e207(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K4
@@ -3335,7 +3832,7 @@ def e181(env):
         t4 = t6
     return t4
 
-def e182(env):
+def e208(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'split_error' in t1:
@@ -3346,7 +3843,7 @@ def e182(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e183(env):
+def e209(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3355,7 +3852,7 @@ def e183(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e184(env):
+def e210(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -3429,7 +3926,7 @@ def e184(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e185(env):
+def e211(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -3442,19 +3939,19 @@ def e185(env):
         t4 = t5
     return t4
 
-def e186(env):
+def e212(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_layers', 'model.n_layers')
     return t2
 
-def e187(env):
+def e213(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
     return t2
 
-def e188(env):
+def e214(env):
     t2 = env.lookup('pipeline')
     if t2 is None: t2 = Missing('pipeline')
     t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
@@ -3469,7 +3966,7 @@ def e188(env):
         t4 = ('parallelism.pipeline_parallel_layers_per_stage')
     return t4
 
-def e189(env):
+def e215(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3482,7 +3979,7 @@ def e189(env):
         t3 = ('')
     return t3
 
-def e190(env):
+def e216(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3499,7 +3996,7 @@ def e190(env):
         t4 = ('only pp = 1 on this world')
     return t4
 
-def e191(env):
+def e217(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'effective_counts' in t1:
@@ -3516,7 +4013,7 @@ def e191(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e192(env):
+def e218(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3537,7 +4034,7 @@ def e192(env):
         t3 = False
     return t3
 
-def e193(env):
+def e219(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3557,7 +4054,7 @@ def e193(env):
         t3 = (0)
     return t3
 
-def e194(env):
+def e220(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3577,7 +4074,7 @@ def e194(env):
         t3 = (0)
     return t3
 
-def e195(env):
+def e221(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_layers' in t1:
@@ -3605,7 +4102,7 @@ def e195(env):
         t6 = _binop('+', t4, t5, env)
     return t6
 
-def e196(env):
+def e222(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'stages' in t1:
@@ -3640,7 +4137,7 @@ def e196(env):
         t7 = _binop('*', t2, t6, env)
     return t7
 
-def e197(env):
+def e223(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3649,30 +4146,59 @@ def e197(env):
         t2 = _compare('!=', t1, ('torchtitan'))
     return t2
 
-def e198(env):
+def e224(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    return t2
+    if _truth(t2):
+        t4 = env.lookup('framework_version')
+        if t4 is None: t4 = Missing('framework_version')
+        if t4.__class__ is str:
+            t5 = t4 == ('0.1.0')
+        else:
+            t5 = _compare('==', t4, ('0.1.0'))
+        t3 = _truth(t5)
+    else:
+        t3 = False
+    return t3
 
-def e199(env):
+def e225(env):
+    t1 = env.lookup('dialect')
+    if t1 is None: t1 = Missing('dialect')
+    if t1.__class__ is str:
+        t2 = t1 == ('torchtitan')
+    else:
+        t2 = _compare('==', t1, ('torchtitan'))
+    if _truth(t2):
+        t4 = env.lookup('framework_version')
+        if t4 is None: t4 = Missing('framework_version')
+        if t4.__class__ is str:
+            t5 = t4 != ('0.1.0')
+        else:
+            t5 = _compare('!=', t4, ('0.1.0'))
+        t3 = _truth(t5)
+    else:
+        t3 = False
+    return t3
+
+def e226(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('stage')])
     return t3
 
-def e200(env):
+def e227(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'layer_counts', 'pipeline.layer_counts')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     return t3
 
-def e201(env):
+def e228(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3718,7 +4244,7 @@ def e201(env):
         t5 = t20
     return t5
 
-def e202(env):
+def e229(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -3759,13 +4285,21 @@ def e202(env):
     t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t16
 
-def e203(env):
+def e230(env):
+    t1 = env.lookup('model')
+    if t1 is None: t1 = Missing('model')
+    t2 = attr_value(t1, 'n_layers', 'model.n_layers')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = _binop('+', t2, (2), env)
+    return t3
+
+def e231(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     return t2
 
-def e204(env):
+def e232(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3778,7 +4312,7 @@ def e204(env):
     t5 = _binop('//', t4, (2), env)
     return t5
 
-def e205(env):
+def e233(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3797,12 +4331,12 @@ def e205(env):
     t7 = _binop('-', t4, t6, env)
     return t7
 
-def e206(env):
+def e234(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     return t1
 
-def e207(env):
+def e235(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3813,19 +4347,19 @@ def e207(env):
     t4 = _binop('//', t1, t3, env)
     return t4
 
-def e208(env):
+def e236(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     return t2
 
-def e209(env):
+def e237(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
     return t2
 
-def e210(env):
+def e238(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule_error' in t1:
@@ -3836,7 +4370,7 @@ def e210(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e211(env):
+def e239(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3893,14 +4427,14 @@ def e211(env):
         t10 = False
     return t10
 
-def e212(env):
+def e240(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('microbatch'), ('microbatches')])
     return t3
 
-def e213(env):
+def e241(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3917,7 +4451,7 @@ def e213(env):
         t3 = t6
     return t3
 
-def e214(env):
+def e242(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3969,7 +4503,7 @@ def e214(env):
         t3 = t21
     return t3
 
-def e215(env):
+def e243(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'n_microbatches' in t1:
@@ -3989,7 +4523,7 @@ def e215(env):
         t3 = _compare('>=', t2, t4)
     return t3
 
-def e216(env):
+def e244(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4022,14 +4556,14 @@ def e216(env):
         t7 = False
     return t7
 
-def e217(env):
+def e245(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('pipeline stage')])
     return t3
 
-def e218(env):
+def e246(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'style', 'pipeline.style')
@@ -4099,14 +4633,14 @@ def e218(env):
         t7 = t33
     return t7
 
-def e219(env):
+def e247(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'bubble', 'pipeline.bubble')
     t3 = call_value(env, F_percent.fn, F_percent.cost, False, [t2])
     return t3
 
-def e220(env):
+def e248(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4139,7 +4673,7 @@ def e220(env):
         t3 = t5
     return t3
 
-def e221(env):
+def e249(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -4147,7 +4681,7 @@ def e221(env):
     t3 = _binop('*', (4), t2, env)
     return t3
 
-def e222(env):
+def e250(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4181,54 +4715,54 @@ def e222(env):
     t14 = call_value(env, F_percent.fn, F_percent.cost, False, [t13])
     return t14
 
-def e223(env):
+def e251(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     return t1
 
-def e224(env):
+def e252(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'dim', 'model.dim')
     return t2
 
-def e225(env):
+def e253(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (0), 'item')
     return t2
 
-def e226(env):
+def e254(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (1), 'item')
     return t2
 
-def e227(env):
+def e255(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (3), 'item')
     return t2
 
-def e228(env):
+def e256(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (2), 'item')
     return t2
 
-def e229(env):
+def e257(env):
     return ("'")
 
-def e230(env):
+def e258(env):
     t1 = env.lookup('unused_suppressions')
     if t1 is None: t1 = Missing('unused_suppressions')
     return t1
 
-def e231(env):
+def e259(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4241,13 +4775,13 @@ def e231(env):
         t4 = ('')
     return t4
 
-def e232(env):
+def e260(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'reason', 'item.reason')
     return t2
 
-def e233(env):
+def e261(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4290,211 +4824,239 @@ COMPILED = {
     'prod([f.value for f in world_factors])': (e24, 5, ('world_factors',)),
     "prod([f.value for f in world_factors if f.name != 'dp_shard'])": (e25, 9, ('world_factors',)),
     "[[f.name, [v for v in divisors(world_size) if world_size % (v * (others // f.value)) == 0 and (choices == null or v in choices[f.name])]] for f in world_factors if f.name != 'dp_shard' and f.value > 1]": (e26, 39, ('choices', 'others', 'world_factors', 'world_size')),
-    "join([f.name + '(' + str(f.value) + ')' for f in world_factors], ' × ')": (e27, 14, ('world_factors',)),
-    "dialect != 'native' and world_size % others == 0": (e28, 9, ('dialect', 'others', 'world_size')),
-    "dialect != 'native' and world_size % others != 0": (e29, 9, ('dialect', 'others', 'world_size')),
-    "dialect == 'native'": (e30, 3, ('dialect',)),
-    'equation': (e31, 1, ('equation',)),
-    'product': (e32, 1, ('product',)),
-    'world_size': (e33, 1, ('world_size',)),
-    'world_source': (e34, 1, ('world_source',)),
-    "'; ranks ' + str(product) + '-' + str(world_size - 1) + ' would sit outside the mesh' if dialect == 'native' and product < world_size else ''": (e35, 22, ('dialect', 'product', 'world_size')),
-    "keys.dp_shard if dialect != 'native' else 'mesh.dims'": (e36, 7, ('dialect', 'keys')),
-    'keys.dp_shard': (e37, 2, ('keys',)),
-    'world_size // others': (e38, 3, ('others', 'world_size')),
-    "join([f.name for f in world_factors if f.name != 'dp_shard'], ' × ')": (e39, 10, ('world_factors',)),
-    'others': (e40, 1, ('others',)),
-    "join([p[0] + ' in {' + join(p[1]) + '}' for p in fits if len(p[1]) > 0], '; ')": (e41, 22, ('fits',)),
-    'world_size % others == 0': (e42, 5, ('others', 'world_size')),
-    'any([f.inferred for f in world_factors]) and all([f.value >= 1 for f in world_factors if not f.inferred])': (e43, 16, ('world_factors',)),
-    'prod([f.value for f in world_factors if not f.inferred])': (e44, 8, ('world_factors',)),
-    '[f.name for f in world_factors if f.inferred][0]': (e45, 8, ('world_factors',)),
-    "join([f.name for f in world_factors if not f.inferred], ' × ')": (e46, 9, ('world_factors',)),
-    'world_size >= others': (e47, 3, ('others', 'world_size')),
-    'world_size < others': (e48, 3, ('others', 'world_size')),
-    'filled': (e49, 1, ('filled',)),
-    'names': (e50, 1, ('names',)),
-    "'; torchtitan floors it to ' + str(world_size // others) + ' and then fails its product assert' if dialect == 'torchtitan' else ''": (e51, 13, ('dialect', 'others', 'world_size')),
-    "keys.dp_shard if dialect != 'native' else [d.key for d in native.dims if d.size == -1][0]": (e52, 18, ('dialect', 'keys', 'native')),
-    'others * (world_size // others)': (e53, 5, ('others', 'world_size')),
-    'others * (world_size // others + 1)': (e54, 7, ('others', 'world_size')),
-    'world_known': (e55, 1, ('world_known',)),
-    "[s.code for s in skipped if s.needs == 'world_size']": (e56, 8, ('skipped',)),
-    'len(world_candidates) > 0': (e57, 4, ('world_candidates',)),
-    "len(world_candidates) == 0 and not (dialect == 'torchtitan' and framework_version != '0.2.x')": (e58, 13, ('dialect', 'framework_version', 'world_candidates')),
-    "len(world_candidates) == 0 and dialect == 'torchtitan' and framework_version != '0.2.x'": (e59, 12, ('dialect', 'framework_version', 'world_candidates')),
-    "('the comments name several launches (' + join([c.words + ', ' + c.source for c in world_candidates], '; ') + ') and none is chosen; ') if len(world_candidates) > 0 else ''": (e60, 21, ('world_candidates',)),
-    'valid_worlds': (e61, 1, ('valid_worlds',)),
-    "plural(len(needing), 'rule')": (e62, 4, ('needing',)),
-    "' (' + join(needing) + ')' if len(needing) > 0 else ''": (e63, 12, ('needing',)),
-    '[c for c in topology_conflicts if not c.explicit]': (e64, 6, ('topology_conflicts',)),
-    'item.what': (e65, 2, ('item',)),
-    'item.kept': (e66, 2, ('item',)),
-    'item.kept_value': (e67, 2, ('item',)),
-    'item.other': (e68, 2, ('item',)),
-    'item.other_value': (e69, 2, ('item',)),
-    'directive_problems': (e70, 1, ('directive_problems',)),
-    'item.message': (e71, 2, ('item',)),
-    'item.line': (e72, 2, ('item',)),
-    'unknown_keys': (e73, 1, ('unknown_keys',)),
-    'item.suggestion != null': (e74, 4, ('item',)),
-    'item.suggestion == null': (e75, 4, ('item',)),
-    'item.section': (e76, 2, ('item',)),
-    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else ''": (e77, 12, ('item',)),
-    "item.framework if item.framework != null else ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)' if dialect == 'kempnerforge' else ('torchtitan does not know it' if dialect == 'torchtitan' else 'meshlint does not know it'))": (e78, 18, ('dialect', 'item')),
-    'item.suggestion': (e79, 2, ('item',)),
-    'gpus_per_node != null': (e80, 3, ('gpus_per_node',)),
-    'world_known and world_size > 1': (e81, 5, ('world_known', 'world_size')),
-    "[s.code for s in skipped if s.needs == 'gpus_per_node']": (e82, 8, ('skipped',)),
-    "plural(len(needing), 'placement rule')": (e83, 4, ('needing',)),
-    'len(unreadable) > 0': (e84, 4, ('unreadable',)),
-    "join([(u.key if u.key != '' else 'options') + ' (line ' + str(u.line) + ': ' + u.reason + ')' for u in unreadable], '; ')": (e85, 25, ('unreadable',)),
-    "unreadable[0].key if unreadable[0].key != '' else '#L' + str(unreadable[0].line) + ':' + str(unreadable[0].col)": (e86, 26, ('unreadable',)),
-    "'set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them' if dialect == 'megatron' else ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)' if dialect == 'kempnerforge' else 'write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')": (e87, 11, ('dialect',)),
-    'refusals': (e88, 1, ('refusals',)),
-    'item.framework': (e89, 2, ('item',)),
-    'item.keys': (e90, 2, ('item',)),
-    'item.source': (e91, 2, ('item',)),
-    '[c for c in topology_conflicts if c.explicit]': (e92, 5, ('topology_conflicts',)),
-    'kept_values': (e93, 1, ('kept_values',)),
-    'tp <= gpus_per_node': (e94, 3, ('gpus_per_node', 'tp')),
-    'max([1] + [t for t in divisors(gpus_per_node) if t <= tp and (choices == null or t in choices.tp)])': (e95, 20, ('choices', 'gpus_per_node', 'tp')),
-    'tp': (e96, 1, ('tp',)),
-    'gpus_per_node': (e97, 1, ('gpus_per_node',)),
-    'gpus_per_node_source': (e98, 1, ('gpus_per_node_source',)),
-    'tp // gpus_per_node if tp % gpus_per_node == 0 else tp // gpus_per_node + 1': (e99, 14, ('gpus_per_node', 'tp')),
-    'keys.tp': (e100, 2, ('keys',)),
-    'best': (e101, 1, ('best',)),
-    "tp // best if tp % best == 0 else 'of ' + str(tp) + ' / ' + str(best)": (e102, 18, ('best', 'tp')),
-    'item.intra_node': (e103, 2, ('item',)),
-    "item.role in ['tp', 'etp'] and item.size > 1 and item.size <= gpus_per_node": (e104, 16, ('gpus_per_node', 'item')),
-    'axes': (e105, 1, ('axes',)),
-    "placement == 'cyclic'": (e106, 3, ('placement',)),
-    "placement != 'cyclic' and item.stride > 1": (e107, 8, ('item', 'placement')),
-    "placement != 'cyclic' and item.stride == 1": (e108, 8, ('item', 'placement')),
-    'item.mesh': (e109, 2, ('item',)),
-    'item.size': (e110, 2, ('item',)),
-    'item.stride': (e111, 2, ('item',)),
-    'ranks(item.example)': (e112, 3, ('item',)),
-    'item.max_nodes': (e113, 2, ('item',)),
-    'item.crossing_groups': (e114, 2, ('item',)),
-    'item.groups': (e115, 2, ('item',)),
-    'keys[item.role] if item.role in keys else keys.tp': (e116, 11, ('item', 'keys')),
-    'join([t for t in divisors(gpus_per_node) if t > 1])': (e117, 8, ('gpus_per_node',)),
-    "item.role in ['ep', 'cp'] and item.size > 1": (e118, 11, ('item',)),
-    "placement != 'cyclic'": (e119, 3, ('placement',)),
-    "'all-to-all token dispatch' if item.role == 'ep' else 'ring attention exchange'": (e120, 7, ('item',)),
-    'keys[item.role]': (e121, 4, ('item', 'keys')),
-    "'EP' if item.role == 'ep' else 'CP'": (e122, 7, ('item',)),
-    "'e.g. EP across nodes to fit the experts' if item.role == 'ep' else 'e.g. CP across nodes to fit a long sequence'": (e123, 7, ('item',)),
-    'world_size % gpus_per_node == 0': (e124, 5, ('gpus_per_node', 'world_size')),
-    'world_size > gpus_per_node': (e125, 3, ('gpus_per_node', 'world_size')),
-    'nodes': (e126, 1, ('nodes',)),
-    'world_size % gpus_per_node': (e127, 3, ('gpus_per_node', 'world_size')),
-    'world_size // gpus_per_node * gpus_per_node': (e128, 5, ('gpus_per_node', 'world_size')),
-    '(world_size // gpus_per_node + 1) * gpus_per_node': (e129, 7, ('gpus_per_node', 'world_size')),
-    'item': (e130, 1, ('item',)),
-    'cp': (e131, 1, ('cp',)),
-    'keys.cp': (e132, 2, ('keys',)),
-    'model.max_seq_len': (e133, 2, ('model',)),
-    'pp': (e134, 1, ('pp',)),
-    'model.n_heads % tp == 0': (e135, 6, ('model', 'tp')),
-    'tp > 1': (e136, 3, ('tp',)),
-    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e137, 39, ('choices', 'gpus_per_node', 'model')),
-    'model.called': (e138, 2, ('model',)),
-    'model.n_heads': (e139, 2, ('model',)),
-    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e140, 10, ('tps',)),
-    'model.n_kv_heads': (e141, 2, ('model',)),
-    'model.n_kv_heads % tp == 0': (e142, 6, ('model', 'tp')),
-    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e143, 6, ('dialect',)),
-    'model.num_experts': (e144, 2, ('model',)),
-    'keys.pp': (e145, 2, ('keys',)),
-    'model.is_moe': (e146, 2, ('model',)),
-    'ep > 1': (e147, 3, ('ep',)),
-    'ep': (e148, 1, ('ep',)),
-    'keys.ep': (e149, 2, ('keys',)),
-    'model.num_experts % ep == 0': (e150, 6, ('ep', 'model')),
-    'ep > 1 and model.is_moe': (e151, 6, ('ep', 'model')),
-    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e152, 21, ('choices', 'model')),
-    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e153, 10, ('eps',)),
-    'item.col': (e154, 2, ('item',)),
-    'etp': (e155, 1, ('etp',)),
-    'dp_shard': (e156, 1, ('dp_shard',)),
-    'len(uneven) == 0': (e157, 4, ('uneven',)),
-    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e158, 24, ('model', 'tp')),
-    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e159, 29, ('choices', 'gpus_per_node', 'uneven')),
-    "model.called == 'model.'": (e160, 4, ('model',)),
-    "model.called != 'model.' and len(fits) > 0": (e161, 9, ('fits', 'model')),
-    "model.called != 'model.' and len(fits) == 0": (e162, 9, ('fits', 'model')),
-    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e163, 14, ('uneven',)),
-    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e164, 27, ('tp', 'uneven')),
-    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e165, 20, ('tp', 'uneven')),
-    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e166, 10, ('fits',)),
-    'join(fits)': (e167, 2, ('fits',)),
-    "join([u[0] for u in uneven], ' and ')": (e168, 7, ('uneven',)),
-    'memory.peak_gib <= memory.gpu_gib': (e169, 5, ('memory',)),
-    'round(memory.peak_gib, 1)': (e170, 4, ('memory',)),
-    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e171, 11, ('memory',)),
-    'memory.gpu_gib': (e172, 2, ('memory',)),
-    'memory.capacity_source': (e173, 2, ('memory',)),
-    'memory.summary': (e174, 2, ('memory',)),
-    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e175, 7, ('dialect', 'keys')),
-    'memory.largest': (e176, 2, ('memory',)),
-    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e177, 13, ('dialect',)),
-    'memory.ac': (e178, 2, ('memory',)),
-    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e179, 10, ('memory',)),
-    'round(memory.margin * 100)': (e180, 5, ('memory',)),
-    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e181, 13, ('dialect',)),
-    'pipeline.split_error == null': (e182, 4, ('pipeline',)),
-    'pp > 1': (e183, 3, ('pp',)),
-    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e184, 23, ('choices', 'model')),
-    'pipeline.stages if pipeline.stages != null else pp': (e185, 8, ('pipeline', 'pp')),
-    'model.n_layers': (e186, 2, ('model',)),
-    'pipeline.split_error': (e187, 2, ('pipeline',)),
-    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e188, 8, ('keys', 'pipeline')),
-    "' (or pipeline_parallel_layers_per_stage)' if dialect == 'torchtitan' else ''": (e189, 6, ('dialect',)),
-    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e190, 10, ('pps',)),
-    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e191, 7, ('pipeline',)),
-    'pp > 1 and pipeline.effective_counts != null': (e192, 8, ('pipeline', 'pp')),
-    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e193, 7, ('dialect', 'parallelism')),
-    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e194, 7, ('dialect', 'parallelism')),
-    'model.n_layers + first + last': (e195, 6, ('first', 'last', 'model')),
-    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e196, 12, ('pipeline', 'total')),
-    "dialect != 'torchtitan'": (e197, 3, ('dialect',)),
-    "dialect == 'torchtitan'": (e198, 3, ('dialect',)),
-    "plural(pipeline.stages, 'stage')": (e199, 4, ('pipeline',)),
-    'join(pipeline.layer_counts)': (e200, 3, ('pipeline',)),
-    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e201, 29, ('first', 'last', 'pipeline', 'total')),
-    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e202, 13, ('model',)),
-    'pipeline.stages': (e203, 2, ('pipeline',)),
-    '(even_total - model.n_layers) // 2': (e204, 6, ('even_total', 'model')),
-    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e205, 11, ('even_total', 'model')),
-    'even_total': (e206, 1, ('even_total',)),
-    'even_total // pipeline.stages': (e207, 4, ('even_total', 'pipeline')),
-    'pipeline.schedule': (e208, 2, ('pipeline',)),
-    'pipeline.schedule_error': (e209, 2, ('pipeline',)),
-    'pipeline.schedule_error == null': (e210, 4, ('pipeline',)),
-    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e211, 21, ('dialect', 'pipeline', 'pp')),
-    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e212, 5, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e213, 9, ('dialect', 'pipeline')),
-    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e214, 32, ('dialect', 'pipeline', 'pp')),
-    'pipeline.n_microbatches >= pipeline.stages': (e215, 5, ('pipeline',)),
-    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e216, 13, ('pipeline', 'pp')),
-    "plural(pipeline.stages, 'pipeline stage')": (e217, 4, ('pipeline',)),
-    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e218, 50, ('pipeline', 'pp')),
-    'percent(pipeline.bubble)': (e219, 3, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e220, 19, ('dialect', 'pipeline')),
-    '4 * pipeline.stages': (e221, 4, ('pipeline',)),
-    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e222, 22, ('pipeline', 'pp')),
-    'total': (e223, 1, ('total',)),
-    'model.dim': (e224, 2, ('model',)),
-    'item[0]': (e225, 3, ('item',)),
-    'item[1]': (e226, 3, ('item',)),
-    'item[3]': (e227, 3, ('item',)),
-    'item[2]': (e228, 3, ('item',)),
-    '"\'"': (e229, 1, ()),
-    'unused_suppressions': (e230, 1, ('unused_suppressions',)),
-    "' of ' + item.selector if item.selector != null else ''": (e231, 10, ('item',)),
-    'item.reason': (e232, 2, ('item',)),
-    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e233, 12, ('item',)),
+    'srun_idle != null and product == srun_idle.world': (e27, 8, ('product', 'srun_idle')),
+    "join([f.name + '(' + str(f.value) + ')' for f in world_factors], ' × ')": (e28, 14, ('world_factors',)),
+    'srun_fix': (e29, 1, ('srun_fix',)),
+    "not srun_fix and dialect != 'native' and world_size % others == 0": (e30, 12, ('dialect', 'others', 'srun_fix', 'world_size')),
+    "not srun_fix and dialect != 'native' and world_size % others != 0": (e31, 12, ('dialect', 'others', 'srun_fix', 'world_size')),
+    "dialect == 'native'": (e32, 3, ('dialect',)),
+    'equation': (e33, 1, ('equation',)),
+    'product': (e34, 1, ('product',)),
+    'world_size': (e35, 1, ('world_size',)),
+    'world_source': (e36, 1, ('world_source',)),
+    "'; ranks ' + str(product) + '-' + str(world_size - 1) + ' would sit outside the mesh' if dialect == 'native' and product < world_size else ''": (e37, 22, ('dialect', 'product', 'world_size')),
+    "keys.dp_shard if dialect != 'native' else 'mesh.dims'": (e38, 7, ('dialect', 'keys')),
+    'srun_idle.tasks_per_node': (e39, 2, ('srun_idle',)),
+    "'' if srun_idle.tasks_per_node == 1 else 's'": (e40, 7, ('srun_idle',)),
+    "'no task count: SLURM starts one per node by default' if srun_idle.default else '--ntasks-per-node=' + str(srun_idle.tasks_per_node)": (e41, 9, ('srun_idle',)),
+    'srun_idle.nodes': (e42, 2, ('srun_idle',)),
+    'srun_idle.gpus_per_node': (e43, 2, ('srun_idle',)),
+    'srun_idle.world': (e44, 2, ('srun_idle',)),
+    "(' (' + join(srun_idle.agree, ' and ') + ' count' + ('s' if len(srun_idle.agree) == 1 else '') + ' ' + str(srun_idle.world) + ' too)') if len(srun_idle.agree) > 0 else ''": (e45, 32, ('srun_idle',)),
+    'keys.dp_shard': (e46, 2, ('keys',)),
+    'world_size // others': (e47, 3, ('others', 'world_size')),
+    "join([f.name for f in world_factors if f.name != 'dp_shard'], ' × ')": (e48, 10, ('world_factors',)),
+    'others': (e49, 1, ('others',)),
+    "join([p[0] + ' in {' + join(p[1]) + '}' for p in fits if len(p[1]) > 0], '; ')": (e50, 22, ('fits',)),
+    'world_size % others == 0': (e51, 5, ('others', 'world_size')),
+    'any([f.inferred for f in world_factors]) and all([f.value >= 1 for f in world_factors if not f.inferred])': (e52, 16, ('world_factors',)),
+    'prod([f.value for f in world_factors if not f.inferred])': (e53, 8, ('world_factors',)),
+    '[f.name for f in world_factors if f.inferred][0]': (e54, 8, ('world_factors',)),
+    "join([f.name for f in world_factors if not f.inferred], ' × ')": (e55, 9, ('world_factors',)),
+    'world_size >= others': (e56, 3, ('others', 'world_size')),
+    'world_size < others': (e57, 3, ('others', 'world_size')),
+    'filled': (e58, 1, ('filled',)),
+    'names': (e59, 1, ('names',)),
+    "'; torchtitan floors it to ' + str(world_size // others) + ' and then fails its product assert' if dialect == 'torchtitan' else ''": (e60, 13, ('dialect', 'others', 'world_size')),
+    "keys.dp_shard if dialect != 'native' else [d.key for d in native.dims if d.size == -1][0]": (e61, 18, ('dialect', 'keys', 'native')),
+    'others * (world_size // others)': (e62, 5, ('others', 'world_size')),
+    'others * (world_size // others + 1)': (e63, 7, ('others', 'world_size')),
+    'world_known': (e64, 1, ('world_known',)),
+    "[s.code for s in skipped if s.needs == 'world_size']": (e65, 8, ('skipped',)),
+    'len(world_candidates) > 0': (e66, 4, ('world_candidates',)),
+    "len(world_candidates) == 0 and not (dialect == 'torchtitan' and framework_version != '0.2.x')": (e67, 13, ('dialect', 'framework_version', 'world_candidates')),
+    "len(world_candidates) == 0 and dialect == 'torchtitan' and framework_version != '0.2.x'": (e68, 12, ('dialect', 'framework_version', 'world_candidates')),
+    "('the comments name several launches (' + join([c.words + ', ' + c.source for c in world_candidates], '; ') + ') and none is chosen; ') if len(world_candidates) > 0 else ''": (e69, 21, ('world_candidates',)),
+    'valid_worlds': (e70, 1, ('valid_worlds',)),
+    "plural(len(needing), 'rule')": (e71, 4, ('needing',)),
+    "' (' + join(needing) + ')' if len(needing) > 0 else ''": (e72, 12, ('needing',)),
+    '[c for c in topology_conflicts if not c.explicit]': (e73, 6, ('topology_conflicts',)),
+    'item.what': (e74, 2, ('item',)),
+    'item.kept': (e75, 2, ('item',)),
+    'item.kept_value': (e76, 2, ('item',)),
+    'item.other': (e77, 2, ('item',)),
+    'item.other_value': (e78, 2, ('item',)),
+    'directive_problems': (e79, 1, ('directive_problems',)),
+    'item.message': (e80, 2, ('item',)),
+    'item.line': (e81, 2, ('item',)),
+    'unknown_keys': (e82, 1, ('unknown_keys',)),
+    'written_for != null': (e83, 3, ('written_for',)),
+    'written_for == null and item.suggestion != null': (e84, 8, ('item', 'written_for')),
+    'written_for == null and item.suggestion == null': (e85, 8, ('item', 'written_for')),
+    'item.section': (e86, 2, ('item',)),
+    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else ''": (e87, 12, ('item',)),
+    "item.framework if item.framework != null else ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)' if dialect == 'kempnerforge' else ('torchtitan does not know it' if dialect == 'torchtitan' else 'meshlint does not know it'))": (e88, 18, ('dialect', 'item')),
+    "'' if written_for == null else '. Every key of this config that torchtitan ' + framework_version + ' does not know (' + join(written_for.keys) + ') is a key of torchtitan ' + written_for.version + ': the config looks written for torchtitan ' + written_for.version": (e89, 24, ('framework_version', 'written_for')),
+    'written_for.version': (e90, 2, ('written_for',)),
+    'framework_version': (e91, 1, ('framework_version',)),
+    'item.suggestion': (e92, 2, ('item',)),
+    'gpus_per_node != null': (e93, 3, ('gpus_per_node',)),
+    'world_known and world_size > 1': (e94, 5, ('world_known', 'world_size')),
+    "[s.code for s in skipped if s.needs == 'gpus_per_node']": (e95, 8, ('skipped',)),
+    "plural(len(needing), 'placement rule')": (e96, 4, ('needing',)),
+    'len(unreadable) > 0': (e97, 4, ('unreadable',)),
+    "join([(u.key if u.key != '' else 'options') + ' (line ' + str(u.line) + ': ' + u.reason + ')' for u in unreadable], '; ')": (e98, 25, ('unreadable',)),
+    "unreadable[0].key if unreadable[0].key != '' else '#L' + str(unreadable[0].line) + ':' + str(unreadable[0].col)": (e99, 26, ('unreadable',)),
+    "'set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them' if dialect == 'megatron' else ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)' if dialect == 'kempnerforge' else 'write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')": (e100, 11, ('dialect',)),
+    'refusals': (e101, 1, ('refusals',)),
+    'item.framework': (e102, 2, ('item',)),
+    'item.keys': (e103, 2, ('item',)),
+    'item.source': (e104, 2, ('item',)),
+    '[c for c in topology_conflicts if c.explicit]': (e105, 5, ('topology_conflicts',)),
+    'kept_values': (e106, 1, ('kept_values',)),
+    'tp <= gpus_per_node': (e107, 3, ('gpus_per_node', 'tp')),
+    'srun_idle == null or tp > srun_idle.gpus_per_node': (e108, 8, ('srun_idle', 'tp')),
+    'max([1] + [t for t in divisors(gpus_per_node) if t <= tp and (choices == null or t in choices.tp)])': (e109, 20, ('choices', 'gpus_per_node', 'tp')),
+    'tp': (e110, 1, ('tp',)),
+    'gpus_per_node': (e111, 1, ('gpus_per_node',)),
+    'gpus_per_node_source': (e112, 1, ('gpus_per_node_source',)),
+    'tp // gpus_per_node if tp % gpus_per_node == 0 else tp // gpus_per_node + 1': (e113, 14, ('gpus_per_node', 'tp')),
+    'keys.tp': (e114, 2, ('keys',)),
+    'best': (e115, 1, ('best',)),
+    "tp // best if tp % best == 0 else 'of ' + str(tp) + ' / ' + str(best)": (e116, 18, ('best', 'tp')),
+    'item.intra_node': (e117, 2, ('item',)),
+    "item.role in ['tp', 'etp'] and item.size > 1 and item.size <= gpus_per_node": (e118, 16, ('gpus_per_node', 'item')),
+    'axes': (e119, 1, ('axes',)),
+    "placement == 'cyclic'": (e120, 3, ('placement',)),
+    "placement != 'cyclic' and item.stride > 1": (e121, 8, ('item', 'placement')),
+    "placement != 'cyclic' and item.stride == 1": (e122, 8, ('item', 'placement')),
+    'item.mesh': (e123, 2, ('item',)),
+    'item.size': (e124, 2, ('item',)),
+    'item.stride': (e125, 2, ('item',)),
+    'ranks(item.example)': (e126, 3, ('item',)),
+    "(' (its first ' + str(len(item.example)) + ' of ' + str(item.size) + ' ranks)') if len(item.example) < item.size else ''": (e127, 22, ('item',)),
+    'item.max_nodes': (e128, 2, ('item',)),
+    'item.crossing_groups': (e129, 2, ('item',)),
+    'item.groups': (e130, 2, ('item',)),
+    'keys[item.role] if item.role in keys else keys.tp': (e131, 11, ('item', 'keys')),
+    'join([t for t in divisors(gpus_per_node) if t > 1])': (e132, 8, ('gpus_per_node',)),
+    "item.role in ['ep', 'cp'] and item.size > 1": (e133, 11, ('item',)),
+    "placement != 'cyclic'": (e134, 3, ('placement',)),
+    "'all-to-all token dispatch' if item.role == 'ep' else 'ring attention exchange'": (e135, 7, ('item',)),
+    'keys[item.role]': (e136, 4, ('item', 'keys')),
+    "'EP' if item.role == 'ep' else 'CP'": (e137, 7, ('item',)),
+    "'e.g. EP across nodes to fit the experts' if item.role == 'ep' else 'e.g. CP across nodes to fit a long sequence'": (e138, 7, ('item',)),
+    'world_size % gpus_per_node == 0': (e139, 5, ('gpus_per_node', 'world_size')),
+    'world_size > gpus_per_node': (e140, 3, ('gpus_per_node', 'world_size')),
+    'nodes': (e141, 1, ('nodes',)),
+    'world_size % gpus_per_node': (e142, 3, ('gpus_per_node', 'world_size')),
+    'world_size // gpus_per_node * gpus_per_node': (e143, 5, ('gpus_per_node', 'world_size')),
+    '(world_size // gpus_per_node + 1) * gpus_per_node': (e144, 7, ('gpus_per_node', 'world_size')),
+    'item': (e145, 1, ('item',)),
+    'srun_idle != null and not said': (e146, 6, ('said', 'srun_idle')),
+    'len(world_factors) > 0 and not any([f.inferred for f in world_factors]) and all([f.value != null and f.value >= 1 for f in world_factors]) and product != world_size': (e147, 28, ('product', 'world_factors', 'world_size')),
+    'mismatch and product == srun_idle.world': (e148, 6, ('mismatch', 'product', 'srun_idle')),
+    "'no --ntasks or --ntasks-per-node, so SLURM starts one per node by default' if srun_idle.default else '--ntasks-per-node=' + str(srun_idle.tasks_per_node)": (e149, 9, ('srun_idle',)),
+    "'' if srun_idle.nodes == 1 else 's'": (e150, 7, ('srun_idle',)),
+    "'' if world_size == 1 else 's'": (e151, 6, ('world_size',)),
+    'srun_idle.world - world_size': (e152, 4, ('srun_idle', 'world_size')),
+    "(', while ' + join(srun_idle.agree, ' and ') + ' count' + ('s' if len(srun_idle.agree) == 1 else '') + ' all ' + str(srun_idle.world)) if len(srun_idle.agree) > 0 else ''": (e153, 30, ('srun_idle',)),
+    'srun_idle.line': (e154, 2, ('srun_idle',)),
+    'srun_idle.col': (e155, 2, ('srun_idle',)),
+    "': KempnerForge sets cuda:SLURM_LOCALID (kempnerforge/distributed/setup.py:33, :201), which --gpus-per-task=1 alone would put out of range' if dialect == 'kempnerforge' else ''": (e156, 6, ('dialect',)),
+    'cp': (e157, 1, ('cp',)),
+    'keys.cp': (e158, 2, ('keys',)),
+    'model.max_seq_len': (e159, 2, ('model',)),
+    'pp': (e160, 1, ('pp',)),
+    'model.n_heads % tp == 0': (e161, 6, ('model', 'tp')),
+    'tp > 1': (e162, 3, ('tp',)),
+    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e163, 39, ('choices', 'gpus_per_node', 'model')),
+    'model.called': (e164, 2, ('model',)),
+    'model.n_heads': (e165, 2, ('model',)),
+    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e166, 10, ('tps',)),
+    'model.n_kv_heads': (e167, 2, ('model',)),
+    'model.n_kv_heads % tp == 0': (e168, 6, ('model', 'tp')),
+    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e169, 6, ('dialect',)),
+    'model.num_experts': (e170, 2, ('model',)),
+    'keys.pp': (e171, 2, ('keys',)),
+    'model.is_moe': (e172, 2, ('model',)),
+    'ep > 1': (e173, 3, ('ep',)),
+    'ep': (e174, 1, ('ep',)),
+    'keys.ep': (e175, 2, ('keys',)),
+    'model.num_experts % ep == 0': (e176, 6, ('ep', 'model')),
+    'ep > 1 and model.is_moe': (e177, 6, ('ep', 'model')),
+    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e178, 21, ('choices', 'model')),
+    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e179, 10, ('eps',)),
+    'item.col': (e180, 2, ('item',)),
+    'etp': (e181, 1, ('etp',)),
+    'dp_shard': (e182, 1, ('dp_shard',)),
+    'len(uneven) == 0': (e183, 4, ('uneven',)),
+    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e184, 24, ('model', 'tp')),
+    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e185, 29, ('choices', 'gpus_per_node', 'uneven')),
+    "model.called == 'model.'": (e186, 4, ('model',)),
+    "model.called != 'model.' and len(fits) > 0": (e187, 9, ('fits', 'model')),
+    "model.called != 'model.' and len(fits) == 0": (e188, 9, ('fits', 'model')),
+    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e189, 14, ('uneven',)),
+    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e190, 27, ('tp', 'uneven')),
+    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e191, 20, ('tp', 'uneven')),
+    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e192, 10, ('fits',)),
+    'join(fits)': (e193, 2, ('fits',)),
+    "join([u[0] for u in uneven], ' and ')": (e194, 7, ('uneven',)),
+    'memory.peak_gib <= memory.gpu_gib': (e195, 5, ('memory',)),
+    'round(memory.peak_gib, 1)': (e196, 4, ('memory',)),
+    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e197, 11, ('memory',)),
+    'memory.gpu_gib': (e198, 2, ('memory',)),
+    'memory.capacity_source': (e199, 2, ('memory',)),
+    'memory.summary': (e200, 2, ('memory',)),
+    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e201, 7, ('dialect', 'keys')),
+    'memory.largest': (e202, 2, ('memory',)),
+    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e203, 13, ('dialect',)),
+    'memory.ac': (e204, 2, ('memory',)),
+    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e205, 10, ('memory',)),
+    'round(memory.margin * 100)': (e206, 5, ('memory',)),
+    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e207, 13, ('dialect',)),
+    'pipeline.split_error == null': (e208, 4, ('pipeline',)),
+    'pp > 1': (e209, 3, ('pp',)),
+    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e210, 23, ('choices', 'model')),
+    'pipeline.stages if pipeline.stages != null else pp': (e211, 8, ('pipeline', 'pp')),
+    'model.n_layers': (e212, 2, ('model',)),
+    'pipeline.split_error': (e213, 2, ('pipeline',)),
+    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e214, 8, ('keys', 'pipeline')),
+    "' (or pipeline_parallel_layers_per_stage)' if dialect == 'torchtitan' else ''": (e215, 6, ('dialect',)),
+    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e216, 10, ('pps',)),
+    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e217, 7, ('pipeline',)),
+    'pp > 1 and pipeline.effective_counts != null': (e218, 8, ('pipeline', 'pp')),
+    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e219, 7, ('dialect', 'parallelism')),
+    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e220, 7, ('dialect', 'parallelism')),
+    'model.n_layers + first + last': (e221, 6, ('first', 'last', 'model')),
+    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e222, 12, ('pipeline', 'total')),
+    "dialect != 'torchtitan'": (e223, 3, ('dialect',)),
+    "dialect == 'torchtitan' and framework_version == '0.1.0'": (e224, 7, ('dialect', 'framework_version')),
+    "dialect == 'torchtitan' and framework_version != '0.1.0'": (e225, 7, ('dialect', 'framework_version')),
+    "plural(pipeline.stages, 'stage')": (e226, 4, ('pipeline',)),
+    'join(pipeline.layer_counts)': (e227, 3, ('pipeline',)),
+    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e228, 29, ('first', 'last', 'pipeline', 'total')),
+    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e229, 13, ('model',)),
+    'model.n_layers + 2': (e230, 4, ('model',)),
+    'pipeline.stages': (e231, 2, ('pipeline',)),
+    '(even_total - model.n_layers) // 2': (e232, 6, ('even_total', 'model')),
+    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e233, 11, ('even_total', 'model')),
+    'even_total': (e234, 1, ('even_total',)),
+    'even_total // pipeline.stages': (e235, 4, ('even_total', 'pipeline')),
+    'pipeline.schedule': (e236, 2, ('pipeline',)),
+    'pipeline.schedule_error': (e237, 2, ('pipeline',)),
+    'pipeline.schedule_error == null': (e238, 4, ('pipeline',)),
+    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e239, 21, ('dialect', 'pipeline', 'pp')),
+    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e240, 5, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e241, 9, ('dialect', 'pipeline')),
+    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e242, 32, ('dialect', 'pipeline', 'pp')),
+    'pipeline.n_microbatches >= pipeline.stages': (e243, 5, ('pipeline',)),
+    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e244, 13, ('pipeline', 'pp')),
+    "plural(pipeline.stages, 'pipeline stage')": (e245, 4, ('pipeline',)),
+    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e246, 50, ('pipeline', 'pp')),
+    'percent(pipeline.bubble)': (e247, 3, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e248, 19, ('dialect', 'pipeline')),
+    '4 * pipeline.stages': (e249, 4, ('pipeline',)),
+    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e250, 22, ('pipeline', 'pp')),
+    'total': (e251, 1, ('total',)),
+    'model.dim': (e252, 2, ('model',)),
+    'item[0]': (e253, 3, ('item',)),
+    'item[1]': (e254, 3, ('item',)),
+    'item[3]': (e255, 3, ('item',)),
+    'item[2]': (e256, 3, ('item',)),
+    '"\'"': (e257, 1, ()),
+    'unused_suppressions': (e258, 1, ('unused_suppressions',)),
+    "' of ' + item.selector if item.selector != null else ''": (e259, 10, ('item',)),
+    'item.reason': (e260, 2, ('item',)),
+    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e261, 12, ('item',)),
 }

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 201, 411656978)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 3367947194)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -36,149 +36,150 @@ F_str = FUNCTIONS['str']
 F_strip = FUNCTIONS['strip']
 F_sum = FUNCTIONS['sum']
 F_type = FUNCTIONS['type']
-K0 = [('torchtitan@0.2.x'), ]
+K0 = [('torchtitan@0.1.0'), ]
 K1 = [('torchtitan@0.2.x'), ]
 K2 = [('torchtitan@0.2.x'), ]
 K3 = [('torchtitan@0.2.x'), ]
 K4 = [('torchtitan@0.2.x'), ]
-K5 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K6 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K7 = [('torchtitan@0.2.x'), ]
+K5 = [('torchtitan@0.2.x'), ]
+K6 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K7 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K8 = [('torchtitan@0.2.x'), ]
-K9 = [('torchtitan@0.2.x'), ]
-K10 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K11 = [('torchtitan@0.2.x'), ]
+K9 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ]
+K10 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ]
+K11 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K12 = [('torchtitan@0.2.x'), ]
-K13 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K13 = [('torchtitan@0.2.x'), ]
 K14 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K15 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K16 = [('torchtitan@main@b5bcd76c6'), ]
-K17 = [('torchtitan@0.3.0'), ]
-K18 = [('torchtitan@main@b5bcd76c6'), ]
+K16 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K17 = [('torchtitan@main@b5bcd76c6'), ]
+K18 = [('torchtitan@0.3.0'), ]
 K19 = [('torchtitan@main@b5bcd76c6'), ]
-K20 = [('flex'), ('flex_flash'), ('sdpa'), ]
-K21 = [('flex'), ('flex_flash'), ]
-K22 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K20 = [('torchtitan@main@b5bcd76c6'), ]
+K21 = [('flex'), ('flex_flash'), ('sdpa'), ]
+K22 = [('flex'), ('flex_flash'), ]
 K23 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K24 = [('torchtitan@0.3.0'), ]
-K25 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K24 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K25 = [('torchtitan@0.3.0'), ]
 K26 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K27 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K28 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K29 = [('torchtitan@main@b5bcd76c6'), ]
-K30 = [('ChunkedLossWrapper.Config'), ('ChunkedLossWrapperWithParamGrads.Config'), ]
-K31 = [('torchtitan@0.3.0'), ]
-K32 = [('ChunkedLossWrapper.Config'), ('ChunkedLossWrapperWithParamGrads.Config'), ]
-K33 = [('headtail'), ('ptrr'), ]
-K34 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K28 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K29 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K30 = [('torchtitan@main@b5bcd76c6'), ]
+K31 = [('ChunkedLossWrapper.Config'), ('ChunkedLossWrapperWithParamGrads.Config'), ]
+K32 = [('torchtitan@0.3.0'), ]
+K33 = [('ChunkedLossWrapper.Config'), ('ChunkedLossWrapperWithParamGrads.Config'), ]
+K34 = [('headtail'), ('ptrr'), ]
 K35 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K36 = [('kimi'), ('qwen3_5'), ]
-K37 = [('debugmodel_mm'), ('30B_mm'), ]
-K38 = [('torchtitan@main@b5bcd76c6'), ]
-K39 = [('flex'), ('flex_flash'), ('varlen'), ]
-K40 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K41 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
-K42 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K43 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K36 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K37 = [('kimi'), ('qwen3_5'), ]
+K38 = [('debugmodel_mm'), ('30B_mm'), ]
+K39 = [('torchtitan@main@b5bcd76c6'), ]
+K40 = [('flex'), ('flex_flash'), ('varlen'), ]
+K41 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K42 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
+K43 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
 K44 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K45 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K46 = [('kimi'), ('qwen3_5'), ]
-K47 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K48 = [('Adam'), ('AdamW'), ]
-K49 = [('torchtitan@0.2.x'), ]
-K50 = [('Adam'), ('AdamW'), ('DistMuon'), ]
-K51 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K52 = []
-K53 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K46 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K47 = [('kimi'), ('qwen3_5'), ]
+K48 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K49 = [('Adam'), ('AdamW'), ]
+K50 = [('torchtitan@0.2.x'), ]
+K51 = [('Adam'), ('AdamW'), ('DistMuon'), ]
+K52 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K53 = []
 K54 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K55 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K56 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K57 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
-K58 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K57 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K58 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
 K59 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K60 = [('torchtitan@0.2.x'), ]
+K60 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K61 = [('torchtitan@0.2.x'), ]
 K62 = [('torchtitan@0.2.x'), ]
 K63 = [('torchtitan@0.2.x'), ]
-K64 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
-K65 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
-K66 = [('torchtitan@0.2.x'), ]
-K67 = [('torchtitan@main@b5bcd76c6'), ]
-K68 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K69 = [('torchtitan@0.2.x'), ]
+K64 = [('torchtitan@0.2.x'), ]
+K65 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
+K66 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
+K67 = [('torchtitan@0.2.x'), ]
+K68 = [('torchtitan@main@b5bcd76c6'), ]
+K69 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K70 = [('torchtitan@0.2.x'), ]
 K71 = [('torchtitan@0.2.x'), ]
 K72 = [('torchtitan@0.2.x'), ]
 K73 = [('torchtitan@0.2.x'), ]
 K74 = [('torchtitan@0.2.x'), ]
 K75 = [('torchtitan@0.2.x'), ]
-K76 = [('llama4'), ('deepseek_v3'), ]
-K77 = [('rowwise'), ('rowwise_with_gw_hp'), ]
-K78 = [('torchtitan@0.2.x'), ]
+K76 = [('torchtitan@0.2.x'), ]
+K77 = [('llama4'), ('deepseek_v3'), ]
+K78 = [('rowwise'), ('rowwise_with_gw_hp'), ]
 K79 = [('torchtitan@0.2.x'), ]
-K80 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
-K81 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K82 = [('flex'), ('flex_flash'), ]
-K83 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K84 = [('torchtitan@main@b5bcd76c6'), ]
-K85 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K86 = [('torchtitan@0.3.0'), ]
-K87 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K88 = [('headtail'), ('ptrr'), ]
-K89 = [('torchtitan@0.2.x'), ]
-K90 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K91 = [('kimi'), ('muse_glimmer'), ]
-K92 = [('torchtitan@main@b5bcd76c6'), ]
-K93 = [('torchtitan@0.3.0'), ]
-K94 = [('torchtitan@0.2.x'), ]
-K95 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K96 = [('inductor'), ('aot_eager'), ]
-K97 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K98 = [('flex'), ('flex_flash'), ]
-K99 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K100 = [('torchtitan@0.3.0'), ]
-K101 = [('torchtitan@0.2.x'), ]
+K80 = [('torchtitan@0.2.x'), ]
+K81 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
+K82 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K83 = [('flex'), ('flex_flash'), ]
+K84 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K85 = [('torchtitan@main@b5bcd76c6'), ]
+K86 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K87 = [('torchtitan@0.3.0'), ]
+K88 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K89 = [('headtail'), ('ptrr'), ]
+K90 = [('torchtitan@0.2.x'), ]
+K91 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K92 = [('kimi'), ('muse_glimmer'), ]
+K93 = [('torchtitan@main@b5bcd76c6'), ]
+K94 = [('torchtitan@0.3.0'), ]
+K95 = [('torchtitan@0.2.x'), ]
+K96 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K97 = [('inductor'), ('aot_eager'), ]
+K98 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K99 = [('flex'), ('flex_flash'), ]
+K100 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K101 = [('torchtitan@0.3.0'), ]
 K102 = [('torchtitan@0.2.x'), ]
-K103 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
-K104 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
-K105 = [('torchtitan@0.3.0'), ]
-K106 = [('int'), ('float'), ]
+K103 = [('torchtitan@0.2.x'), ]
+K104 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
+K105 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
+K106 = [('torchtitan@0.3.0'), ]
 K107 = [('int'), ('float'), ]
-K108 = [('on_first_exhausted'), ('all_exhausted'), ]
-K109 = []
-K110 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
-K111 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K112 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
-K113 = [('torchtitan@main@b5bcd76c6'), ]
-K114 = []
-K115 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K116 = []
+K108 = [('int'), ('float'), ]
+K109 = [('on_first_exhausted'), ('all_exhausted'), ]
+K110 = []
+K111 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
+K112 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K113 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
+K114 = [('torchtitan@main@b5bcd76c6'), ]
+K115 = []
+K116 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K117 = []
 K118 = []
 K119 = []
 K120 = []
-K121 = [('int'), ('float'), ]
-K122 = [('inf'), ('-inf'), ('nan'), ]
-K123 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
-K124 = []
-K125 = [('split'), ('name'), ('revision'), ('streaming'), ]
-K126 = [('block'), ('raster'), ]
-K127 = [('torchtitan@0.3.0'), ]
-K128 = [('block'), ('raster'), ]
+K121 = []
+K122 = [('int'), ('float'), ]
+K123 = [('inf'), ('-inf'), ('nan'), ]
+K124 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
+K125 = []
+K126 = [('split'), ('name'), ('revision'), ('streaming'), ]
+K127 = [('block'), ('raster'), ]
+K128 = [('torchtitan@0.3.0'), ]
 K129 = [('block'), ('raster'), ]
-K130 = [('torchtitan@main@b5bcd76c6'), ]
-K131 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K132 = [('int'), ('float'), ('null'), ]
-K133 = [('deepep'), ('minimal_async_ep'), ]
-K134 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K130 = [('block'), ('raster'), ]
+K131 = [('torchtitan@main@b5bcd76c6'), ]
+K132 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K133 = [('int'), ('float'), ('null'), ]
+K134 = [('deepep'), ('minimal_async_ep'), ]
 K135 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K136 = [('flex'), ('flex_flash'), ]
-K137 = [('torchtitan@0.2.x'), ]
-K138 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K139 = []
+K136 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K137 = [('flex'), ('flex_flash'), ]
+K138 = [('torchtitan@0.2.x'), ]
+K139 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K140 = []
-K141 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K142 = []
+K141 = []
+K142 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K143 = []
 
 
 def e0(env):
@@ -205,6 +206,156 @@ def e3(env):
     return t2
 
 def e4(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K0
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    return t3
+
+def e5(env):
+    t1 = env.lookup('ignored_keys')
+    if t1 is None: t1 = Missing('ignored_keys')
+    return t1
+
+def e6(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    return t3
+
+def e7(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 > (0)
+        else:
+            t7 = _compare('>', t6, (0))
+        t4 = _truth(t7)
+    else:
+        t4 = False
+    return t4
+
+def e8(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 == (0)
+        else:
+            t7 = _compare('==', t6, (0))
+        t4 = _truth(t7)
+    else:
+        t4 = False
+    if _truth(t4):
+        t9 = attr_value(t1, 'other_versions', 'item.other_versions')
+        t10 = call_value(env, F_len.fn, F_len.cost, False, [t9])
+        if t10.__class__ is int:
+            t11 = t10 > (0)
+        else:
+            t11 = _compare('>', t10, (0))
+        t8 = _truth(t11)
+    else:
+        t8 = False
+    return t8
+
+def e9(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 == (0)
+        else:
+            t7 = _compare('==', t6, (0))
+        t4 = _truth(t7)
+    else:
+        t4 = False
+    if _truth(t4):
+        t9 = attr_value(t1, 'other_versions', 'item.other_versions')
+        t10 = call_value(env, F_len.fn, F_len.cost, False, [t9])
+        if t10.__class__ is int:
+            t11 = t10 == (0)
+        else:
+            t11 = _compare('==', t10, (0))
+        t8 = _truth(t11)
+    else:
+        t8 = False
+    return t8
+
+def e10(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t5 = _binop('+', (' (did you mean '), t2, env)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', t5, ('?)'), env)
+        t4 = t6
+    else:
+        t7 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t8 = call_value(env, F_len.fn, F_len.cost, False, [t7])
+        if t8.__class__ is int:
+            t9 = t8 > (0)
+        else:
+            t9 = _compare('>', t8, (0))
+        if _truth(t9):
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            t11 = index_value(t7, (0), 'item.elsewhere')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = _binop('+', (' (it is a key of ['), t11, env)
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = _binop('+', t12, ('])'), env)
+            t10 = t13
+        else:
+            t10 = ('')
+        t4 = t10
+    return t4
+
+def e11(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t2, (0), 'item.elsewhere')
+    return t3
+
+def e12(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'other_versions', 'item.other_versions')
+    t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (' and ')])
+    return t3
+
+def e13(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'other_versions', 'item.other_versions')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t2, (0), 'item.other_versions')
+    return t3
+
+def e14(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     t3 = env.lookup('tp')
@@ -224,7 +375,7 @@ def e4(env):
         t4 = True
     return t4
 
-def e5(env):
+def e15(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -232,7 +383,7 @@ def e5(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K0
+    t4 = K1
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -247,13 +398,13 @@ def e5(env):
         t5 = False
     return t5
 
-def e6(env):
+def e16(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'etp', 'keys.etp')
     return t2
 
-def e7(env):
+def e17(env):
     t1 = env.lookup('fsdp_tp')
     if t1 is None: t1 = Missing('fsdp_tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -267,7 +418,7 @@ def e7(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e8(env):
+def e18(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -275,12 +426,12 @@ def e8(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K1
+    t4 = K2
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e9(env):
+def e19(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -303,7 +454,7 @@ def e9(env):
         t5 = _binop('*', t3, t4, env)
     return t5
 
-def e10(env):
+def e20(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -317,17 +468,17 @@ def e10(env):
         t3 = _binop('*', t1, t2, env)
     return t3
 
-def e11(env):
+def e21(env):
     t1 = env.lookup('fsdp_tp')
     if t1 is None: t1 = Missing('fsdp_tp')
     return t1
 
-def e12(env):
+def e22(env):
     t1 = env.lookup('expert')
     if t1 is None: t1 = Missing('expert')
     return t1
 
-def e13(env):
+def e23(env):
     t1 = env.lookup('fsdp_tp')
     if t1 is None: t1 = Missing('fsdp_tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -385,7 +536,7 @@ def e13(env):
         t5 = ('(none with this etp)')
     return t5
 
-def e14(env):
+def e24(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -393,7 +544,7 @@ def e14(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K2
+    t4 = K3
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -408,7 +559,7 @@ def e14(env):
         t5 = False
     return t5
 
-def e15(env):
+def e25(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -426,7 +577,7 @@ def e15(env):
         t4 = _compare('==', t3, (1))
     return t4
 
-def e16(env):
+def e26(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -434,7 +585,7 @@ def e16(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K3
+    t4 = K4
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -508,18 +659,18 @@ def e16(env):
         t5 = False
     return t5
 
-def e17(env):
+def e27(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     return t1
 
-def e18(env):
+def e28(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'name', 'model.name')
     return t2
 
-def e19(env):
+def e29(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -534,13 +685,13 @@ def e19(env):
     t5 = _binop('*', t3, t4, env)
     return t5
 
-def e20(env):
+def e30(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'dp_replicate', 'keys.dp_replicate')
     return t2
 
-def e21(env):
+def e31(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -558,7 +709,7 @@ def e21(env):
         t4 = _compare('>', t3, (1))
     return t4
 
-def e22(env):
+def e32(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -566,7 +717,7 @@ def e22(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K4
+    t4 = K5
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -601,7 +752,7 @@ def e22(env):
         t5 = False
     return t5
 
-def e23(env):
+def e33(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     if t1.__class__ is int:
@@ -614,7 +765,7 @@ def e23(env):
         t3 = ('fsdp')
     return t3
 
-def e24(env):
+def e34(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     if t1.__class__ is int:
@@ -627,7 +778,7 @@ def e24(env):
         t3 = ('fsdp')
     return t3
 
-def e25(env):
+def e35(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'known' in t1:
@@ -637,7 +788,7 @@ def e25(env):
         t2 = attr_value(t1, 'known', 'model.known')
     return t2
 
-def e26(env):
+def e36(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -648,7 +799,7 @@ def e26(env):
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e27(env):
+def e37(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
@@ -659,7 +810,7 @@ def e27(env):
         t4 = ('(none)')
     return t4
 
-def e28(env):
+def e38(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
@@ -670,13 +821,13 @@ def e28(env):
         t4 = ('<flavor>')
     return t4
 
-def e29(env):
+def e39(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
     return t2
 
-def e30(env):
+def e40(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'unknown_schedule' in t1:
@@ -687,7 +838,7 @@ def e30(env):
     t3 = not (t2 if t2.__class__ is bool else _truth(t2))
     return t3
 
-def e31(env):
+def e41(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'local_batch_size' in t1:
@@ -711,7 +862,7 @@ def e31(env):
         t6 = _compare('==', t5, (0))
     return t6
 
-def e32(env):
+def e42(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -719,7 +870,7 @@ def e32(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K5
+    t4 = K6
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -749,19 +900,19 @@ def e32(env):
         t5 = False
     return t5
 
-def e33(env):
+def e43(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
     return t2
 
-def e34(env):
+def e44(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'microbatch_size', 'pipeline.microbatch_size')
     return t2
 
-def e35(env):
+def e45(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
@@ -769,7 +920,7 @@ def e35(env):
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3])
     return t4
 
-def e36(env):
+def e46(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'global_batch_size' in t1:
@@ -796,7 +947,7 @@ def e36(env):
         t4 = False
     return t4
 
-def e37(env):
+def e47(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -804,7 +955,7 @@ def e37(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K6
+    t4 = K7
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -826,7 +977,7 @@ def e37(env):
         t5 = False
     return t5
 
-def e38(env):
+def e48(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'local_batch_size' in t1:
@@ -845,7 +996,7 @@ def e38(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e39(env):
+def e49(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'global_batch_size' in t1:
@@ -855,17 +1006,17 @@ def e39(env):
         t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
     return t2
 
-def e40(env):
+def e50(env):
     t1 = env.lookup('batch')
     if t1 is None: t1 = Missing('batch')
     return t1
 
-def e41(env):
+def e51(env):
     t1 = env.lookup('per_step')
     if t1 is None: t1 = Missing('per_step')
     return t1
 
-def e42(env):
+def e52(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
@@ -876,7 +1027,7 @@ def e42(env):
     t4 = _binop('/', t2, t3, env)
     return t4
 
-def e43(env):
+def e53(env):
     t1 = env.lookup('per_step')
     if t1 is None: t1 = Missing('per_step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -891,7 +1042,7 @@ def e43(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e44(env):
+def e54(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
@@ -904,7 +1055,7 @@ def e44(env):
     t6 = call_value(env, F_plural.fn, F_plural.cost, False, [t5, ('accumulation step')])
     return t6
 
-def e45(env):
+def e55(env):
     t1 = env.lookup('per_step')
     if t1 is None: t1 = Missing('per_step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -920,7 +1071,7 @@ def e45(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e46(env):
+def e56(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -939,7 +1090,7 @@ def e46(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e47(env):
+def e57(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -947,7 +1098,7 @@ def e47(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K7
+    t4 = K8
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -962,7 +1113,7 @@ def e47(env):
         t5 = False
     return t5
 
-def e48(env):
+def e58(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -982,7 +1133,7 @@ def e48(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e49(env):
+def e59(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -992,12 +1143,12 @@ def e49(env):
         t2 = attr_value(t1, 'seq_len', 'training.seq_len')
     return t2
 
-def e50(env):
+def e60(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     return t1
 
-def e51(env):
+def e61(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1011,7 +1162,7 @@ def e51(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e52(env):
+def e62(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1027,7 +1178,7 @@ def e52(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e53(env):
+def e63(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1035,7 +1186,7 @@ def e53(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K8
+    t4 = K9
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1051,7 +1202,7 @@ def e53(env):
         t5 = False
     return t5
 
-def e54(env):
+def e64(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     if t1.__class__ is dict and 'enable' in t1:
@@ -1061,7 +1212,7 @@ def e54(env):
         t2 = attr_value(t1, 'enable', 'compile.enable')
     return t2
 
-def e55(env):
+def e65(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1069,7 +1220,7 @@ def e55(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K9
+    t4 = K10
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1095,7 +1246,20 @@ def e55(env):
         t5 = False
     return t5
 
-def e56(env):
+def e66(env):
+    t1 = env.lookup('framework_version')
+    if t1 is None: t1 = Missing('framework_version')
+    if t1.__class__ is str:
+        t2 = t1 == ('0.1.0')
+    else:
+        t2 = _compare('==', t1, ('0.1.0'))
+    if _truth(t2):
+        t3 = ('[training] compile = true')
+    else:
+        t3 = ('[compile] enable = true')
+    return t3
+
+def e67(env):
     t1 = env.lookup('seq')
     if t1 is None: t1 = Missing('seq')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1117,7 +1281,7 @@ def e56(env):
         t4 = _compare('>=', t3, t6)
     return t4
 
-def e57(env):
+def e68(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1125,7 +1289,7 @@ def e57(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K10
+    t4 = K11
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1140,12 +1304,12 @@ def e57(env):
         t5 = False
     return t5
 
-def e58(env):
+def e69(env):
     t1 = env.lookup('seq')
     if t1 is None: t1 = Missing('seq')
     return t1
 
-def e59(env):
+def e70(env):
     t1 = env.lookup('seq')
     if t1 is None: t1 = Missing('seq')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1155,13 +1319,13 @@ def e59(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e60(env):
+def e71(env):
     t1 = env.lookup('params')
     if t1 is None: t1 = Missing('params')
     t2 = attr_value(t1, 'min_tokens_per_rank', 'params.min_tokens_per_rank')
     return t2
 
-def e61(env):
+def e72(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1172,7 +1336,7 @@ def e61(env):
     t4 = _binop('*', t1, t3, env)
     return t4
 
-def e62(env):
+def e73(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'pipelining' in t1:
@@ -1182,7 +1346,7 @@ def e62(env):
         t2 = attr_value(t1, 'pipelining', 'model.pipelining')
     return t2
 
-def e63(env):
+def e74(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1190,7 +1354,7 @@ def e63(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K11
+    t4 = K12
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1205,7 +1369,7 @@ def e63(env):
         t5 = False
     return t5
 
-def e64(env):
+def e75(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1213,7 +1377,7 @@ def e64(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K12
+    t4 = K13
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1248,7 +1412,7 @@ def e64(env):
         t5 = False
     return t5
 
-def e65(env):
+def e76(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1259,7 +1423,7 @@ def e65(env):
         t2 = _binop('*', t1, (2), env)
     return t2
 
-def e66(env):
+def e77(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1274,7 +1438,7 @@ def e66(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e67(env):
+def e78(env):
     t1 = env.lookup('region')
     if t1 is None: t1 = Missing('region')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1288,7 +1452,7 @@ def e67(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e68(env):
+def e79(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1296,7 +1460,7 @@ def e68(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K13
+    t4 = K14
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1311,7 +1475,7 @@ def e68(env):
         t5 = False
     return t5
 
-def e69(env):
+def e80(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -1367,12 +1531,12 @@ def e69(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e70(env):
+def e81(env):
     t1 = env.lookup('region')
     if t1 is None: t1 = Missing('region')
     return t1
 
-def e71(env):
+def e82(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -1385,7 +1549,7 @@ def e71(env):
         t3 = ('torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten')
     return t3
 
-def e72(env):
+def e83(env):
     t1 = env.lookup('framework_error')
     if t1 is None: t1 = Missing('framework_error')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -1407,7 +1571,7 @@ def e72(env):
         t6 = ('')
     return t6
 
-def e73(env):
+def e84(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1426,7 +1590,7 @@ def e73(env):
         t4 = ('no ep > 1 fits: dp_shard·cp·tp is 1')
     return t4
 
-def e74(env):
+def e85(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'disable_cuda_graphs' in t1:
@@ -1436,7 +1600,7 @@ def e74(env):
         t2 = attr_value(t1, 'disable_cuda_graphs', 'training.disable_cuda_graphs')
     return t2
 
-def e75(env):
+def e86(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1444,7 +1608,7 @@ def e75(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K14
+    t4 = K15
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1470,7 +1634,7 @@ def e75(env):
         t5 = False
     return t5
 
-def e76(env):
+def e87(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -1511,7 +1675,7 @@ def e76(env):
         t7 = True
     return t7
 
-def e77(env):
+def e88(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1519,7 +1683,7 @@ def e77(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K15
+    t4 = K16
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1557,7 +1721,7 @@ def e77(env):
         t5 = False
     return t5
 
-def e78(env):
+def e89(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -1568,12 +1732,12 @@ def e78(env):
     t3 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t2, ('standard')])
     return t3
 
-def e79(env):
+def e90(env):
     t1 = env.lookup('backend')
     if t1 is None: t1 = Missing('backend')
     return t1
 
-def e80(env):
+def e91(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1587,7 +1751,7 @@ def e80(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e81(env):
+def e92(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1595,7 +1759,7 @@ def e81(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K16
+    t4 = K17
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1621,7 +1785,7 @@ def e81(env):
         t5 = False
     return t5
 
-def e82(env):
+def e93(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'enable_sequence_parallel' in t1:
@@ -1660,7 +1824,7 @@ def e82(env):
         t9 = _binop('*', t3, t7, env)
     return t9
 
-def e83(env):
+def e94(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_microbatch_per_dp_rank' in t1:
@@ -1670,12 +1834,12 @@ def e83(env):
         t2 = attr_value(t1, 'num_tokens_per_microbatch_per_dp_rank', 'training.num_tokens_per_microbatch_per_dp_rank')
     return t2
 
-def e84(env):
+def e95(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     return t1
 
-def e85(env):
+def e96(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
@@ -1700,7 +1864,7 @@ def e85(env):
         t6 = ('')
     return t6
 
-def e86(env):
+def e97(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
@@ -1730,7 +1894,7 @@ def e86(env):
         t9 = ('')
     return t9
 
-def e87(env):
+def e98(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1.__class__ is int:
@@ -1748,7 +1912,7 @@ def e87(env):
         t3 = ('')
     return t3
 
-def e88(env):
+def e99(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1.__class__ is int:
@@ -1767,7 +1931,7 @@ def e88(env):
         t3 = t7
     return t3
 
-def e89(env):
+def e100(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1781,7 +1945,7 @@ def e89(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e90(env):
+def e101(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1796,7 +1960,7 @@ def e90(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e91(env):
+def e102(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1804,7 +1968,7 @@ def e91(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K17
+    t4 = K18
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1830,7 +1994,7 @@ def e91(env):
         t5 = False
     return t5
 
-def e92(env):
+def e103(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_train_step' in t1:
@@ -1849,7 +2013,7 @@ def e92(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e93(env):
+def e104(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1857,7 +2021,7 @@ def e93(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K18
+    t4 = K19
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1890,7 +2054,7 @@ def e93(env):
         t5 = False
     return t5
 
-def e94(env):
+def e105(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -1910,7 +2074,7 @@ def e94(env):
         t3 = (1)
     return t3
 
-def e95(env):
+def e106(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_microbatch_per_dp_rank' in t1:
@@ -1938,7 +2102,7 @@ def e95(env):
         t6 = _binop('*', t4, t5, env)
     return t6
 
-def e96(env):
+def e107(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_train_step' in t1:
@@ -1948,7 +2112,7 @@ def e96(env):
         t2 = attr_value(t1, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
     return t2
 
-def e97(env):
+def e108(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -1961,7 +2125,7 @@ def e97(env):
         t3 = ('')
     return t3
 
-def e98(env):
+def e109(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -1979,12 +2143,12 @@ def e98(env):
         t3 = ('')
     return t3
 
-def e99(env):
+def e110(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     return t1
 
-def e100(env):
+def e111(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1999,7 +2163,7 @@ def e100(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e101(env):
+def e112(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
@@ -2012,7 +2176,7 @@ def e101(env):
     t6 = call_value(env, F_plural.fn, F_plural.cost, False, [t5, ('accumulation step')])
     return t6
 
-def e102(env):
+def e113(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2028,7 +2192,7 @@ def e102(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e103(env):
+def e114(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -2042,7 +2206,7 @@ def e103(env):
         t3 = _compare('==', t2, ('spmd_types'))
     return t3
 
-def e104(env):
+def e115(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2050,7 +2214,7 @@ def e104(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K19
+    t4 = K20
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2065,13 +2229,13 @@ def e104(env):
         t5 = False
     return t5
 
-def e105(env):
+def e116(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     return t2
 
-def e106(env):
+def e117(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_backend' in t1:
@@ -2086,16 +2250,16 @@ def e106(env):
     else:
         t5 = _compare('==', t4, ('0.3.0'))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = K20
+        t7 = K21
         t6 = t7
     else:
-        t8 = K21
+        t8 = K22
         t6 = t8
     if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t2, t6)
     t3 = _compare('in', t2, t6)
     return t3
 
-def e107(env):
+def e118(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2103,7 +2267,7 @@ def e107(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K22
+    t4 = K23
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2133,13 +2297,13 @@ def e107(env):
         t5 = False
     return t5
 
-def e108(env):
+def e119(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
     return t2
 
-def e109(env):
+def e120(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -2152,7 +2316,7 @@ def e109(env):
         t3 = ('torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.')
     return t3
 
-def e110(env):
+def e121(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2166,7 +2330,7 @@ def e110(env):
         t3 = _compare('!=', t2, ('kimi'))
     return t3
 
-def e111(env):
+def e122(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2174,7 +2338,7 @@ def e111(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K23
+    t4 = K24
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2189,7 +2353,7 @@ def e111(env):
         t5 = False
     return t5
 
-def e112(env):
+def e123(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -2202,41 +2366,7 @@ def e112(env):
         t3 = ('')
     return t3
 
-def e113(env):
-    t1 = env.lookup('framework')
-    if t1 is None: t1 = Missing('framework')
-    if t1.__class__ is dict and 'id' in t1:
-        t2 = t1['id']
-        if t2 is None: t2 = Missing('framework.id')
-    else:
-        t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K24
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('pp')
-        if t6 is None: t6 = Missing('pp')
-        if t6.__class__ is int:
-            t7 = t6 > (1)
-        else:
-            t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
-    else:
-        t5 = False
-    return t5
-
-def e114(env):
-    t1 = env.lookup('model')
-    if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'tie_embeddings' in t1:
-        t2 = t1['tie_embeddings']
-        if t2 is None: t2 = Missing('model.tie_embeddings')
-    else:
-        t2 = attr_value(t1, 'tie_embeddings', 'model.tie_embeddings')
-    t3 = not (t2 if t2.__class__ is bool else _truth(t2))
-    return t3
-
-def e115(env):
+def e124(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2259,7 +2389,41 @@ def e115(env):
         t5 = False
     return t5
 
-def e116(env):
+def e125(env):
+    t1 = env.lookup('model')
+    if t1 is None: t1 = Missing('model')
+    if t1.__class__ is dict and 'tie_embeddings' in t1:
+        t2 = t1['tie_embeddings']
+        if t2 is None: t2 = Missing('model.tie_embeddings')
+    else:
+        t2 = attr_value(t1, 'tie_embeddings', 'model.tie_embeddings')
+    t3 = not (t2 if t2.__class__ is bool else _truth(t2))
+    return t3
+
+def e126(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K26
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('pp')
+        if t6 is None: t6 = Missing('pp')
+        if t6.__class__ is int:
+            t7 = t6 > (1)
+        else:
+            t7 = _compare('>', t6, (1))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+    else:
+        t5 = False
+    return t5
+
+def e127(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     if t1.__class__ is dict and 'enable' in t1:
@@ -2280,7 +2444,7 @@ def e116(env):
         t3 = False
     return t3
 
-def e117(env):
+def e128(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2288,7 +2452,7 @@ def e117(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K26
+    t4 = K27
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2304,7 +2468,7 @@ def e117(env):
         t5 = False
     return t5
 
-def e118(env):
+def e129(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     t2 = attr_value(t1, 'enable', 'compile.enable')
@@ -2315,7 +2479,7 @@ def e118(env):
         t4 = ('')
     return t4
 
-def e119(env):
+def e130(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     t2 = attr_value(t1, 'enable', 'compile.enable')
@@ -2334,7 +2498,7 @@ def e119(env):
         t8 = ('')
     return t8
 
-def e120(env):
+def e131(env):
     t2 = env.lookup('compile')
     if t2 is None: t2 = Missing('compile')
     t3 = attr_value(t2, 'components', 'compile.components')
@@ -2347,7 +2511,7 @@ def e120(env):
         t5 = ('')
     return t5
 
-def e121(env):
+def e132(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2368,7 +2532,7 @@ def e121(env):
         t3 = True
     return t3
 
-def e122(env):
+def e133(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2376,13 +2540,13 @@ def e122(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K27
+    t4 = K28
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('backend')
         if t6 is None: t6 = Missing('backend')
-        t8 = K28
+        t8 = K29
         if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
         t7 = _compare('in', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
@@ -2390,7 +2554,7 @@ def e122(env):
         t5 = False
     return t5
 
-def e123(env):
+def e134(env):
     t1 = env.lookup('backend')
     if t1 is None: t1 = Missing('backend')
     if t1.__class__ is str:
@@ -2411,7 +2575,7 @@ def e123(env):
         t3 = t5
     return t3
 
-def e124(env):
+def e135(env):
     t1 = env.lookup('local')
     if t1 is None: t1 = Missing('local')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2425,7 +2589,7 @@ def e124(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e125(env):
+def e136(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2433,7 +2597,7 @@ def e125(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K29
+    t4 = K30
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2454,7 +2618,7 @@ def e125(env):
                 t10 = attr_value(t9, 'loss', 'config.loss')
             if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = index_value(t10, ('class'), 'config.loss')
-            t13 = K30
+            t13 = K31
             if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
             t12 = _compare('in', t11, t13)
             t8 = (t12 if t12.__class__ is bool else _truth(t12))
@@ -2500,7 +2664,7 @@ def e125(env):
         t5 = False
     return t5
 
-def e126(env):
+def e137(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'loss' in t1:
@@ -2515,7 +2679,7 @@ def e126(env):
         t3 = attr_value(t2, 'num_chunks', 'config.loss.num_chunks')
     return t3
 
-def e127(env):
+def e138(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2525,7 +2689,7 @@ def e127(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e128(env):
+def e139(env):
     t1 = env.lookup('sp_cp')
     if t1 is None: t1 = Missing('sp_cp')
     t2 = env.lookup('cp')
@@ -2542,12 +2706,12 @@ def e128(env):
     t5 = call_value(env, F_lcm.fn, F_lcm.cost, False, [t1, t4])
     return t5
 
-def e129(env):
+def e140(env):
     t1 = env.lookup('chunks')
     if t1 is None: t1 = Missing('chunks')
     return t1
 
-def e130(env):
+def e141(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1.__class__ is int:
@@ -2571,7 +2735,7 @@ def e130(env):
         t3 = ('')
     return t3
 
-def e131(env):
+def e142(env):
     t1 = []
     t2 = env.budget
     t4 = []
@@ -2661,12 +2825,12 @@ def e131(env):
     t38 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
     return t38
 
-def e132(env):
+def e143(env):
     t1 = env.lookup('local')
     if t1 is None: t1 = Missing('local')
     return t1
 
-def e133(env):
+def e144(env):
     t1 = env.lookup('step')
     if t1 is None: t1 = Missing('step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2680,7 +2844,7 @@ def e133(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e134(env):
+def e145(env):
     t1 = env.lookup('step')
     if t1 is None: t1 = Missing('step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2695,7 +2859,7 @@ def e134(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e135(env):
+def e146(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2703,7 +2867,7 @@ def e135(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K31
+    t4 = K32
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2724,7 +2888,7 @@ def e135(env):
                 t10 = attr_value(t9, 'loss', 'config.loss')
             if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = index_value(t10, ('class'), 'config.loss')
-            t13 = K32
+            t13 = K33
             if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
             t12 = _compare('in', t11, t13)
             t8 = (t12 if t12.__class__ is bool else _truth(t12))
@@ -2770,7 +2934,7 @@ def e135(env):
         t5 = False
     return t5
 
-def e136(env):
+def e147(env):
     t1 = env.lookup('step')
     if t1 is None: t1 = Missing('step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2784,7 +2948,7 @@ def e136(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e137(env):
+def e148(env):
     t1 = env.lookup('step')
     if t1 is None: t1 = Missing('step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2799,7 +2963,7 @@ def e137(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e138(env):
+def e149(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'context_parallel_load_balancer' in t1:
@@ -2807,12 +2971,12 @@ def e138(env):
         if t2 is None: t2 = Missing('parallelism.context_parallel_load_balancer')
     else:
         t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
-    t4 = K33
+    t4 = K34
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e139(env):
+def e150(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2820,7 +2984,7 @@ def e139(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K34
+    t4 = K35
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2847,19 +3011,19 @@ def e139(env):
         t5 = False
     return t5
 
-def e140(env):
+def e151(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
     return t2
 
-def e141(env):
+def e152(env):
     t1 = env.lookup('refused')
     if t1 is None: t1 = Missing('refused')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
     return t2
 
-def e142(env):
+def e153(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2867,7 +3031,7 @@ def e142(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K35
+    t4 = K36
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2882,7 +3046,7 @@ def e142(env):
         t5 = False
     return t5
 
-def e143(env):
+def e154(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2890,7 +3054,7 @@ def e143(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K36
+    t4 = K37
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if not (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2904,7 +3068,7 @@ def e143(env):
                 if t8 is None: t8 = Missing('model.flavor')
             else:
                 t8 = attr_value(t1, 'flavor', 'model.flavor')
-            t10 = K37
+            t10 = K38
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('in', t8, t10)
             t7 = (t9 if t9.__class__ is bool else _truth(t9))
@@ -2915,7 +3079,7 @@ def e143(env):
         t5 = True
     return t5
 
-def e144(env):
+def e155(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2941,12 +3105,12 @@ def e144(env):
         t4 = t6
     return t4
 
-def e145(env):
+def e156(env):
     t1 = env.lookup('why')
     if t1 is None: t1 = Missing('why')
     return t1
 
-def e146(env):
+def e157(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'family', 'model.family')
@@ -2960,7 +3124,7 @@ def e146(env):
         t4 = ('')
     return t4
 
-def e147(env):
+def e158(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
     if t1.__class__ is int:
@@ -2969,7 +3133,7 @@ def e147(env):
         t2 = _compare('<=', t1, (1))
     return t2
 
-def e148(env):
+def e159(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2977,7 +3141,7 @@ def e148(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K38
+    t4 = K39
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2997,7 +3161,7 @@ def e148(env):
         t5 = False
     return t5
 
-def e149(env):
+def e160(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_microbatch_per_dp_rank' in t1:
@@ -3016,7 +3180,7 @@ def e149(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e150(env):
+def e161(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     if t1.__class__ is int:
@@ -3034,12 +3198,12 @@ def e150(env):
         t3 = (1)
     return t3
 
-def e151(env):
+def e162(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
     return t1
 
-def e152(env):
+def e163(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3049,7 +3213,7 @@ def e152(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e153(env):
+def e164(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_backend' in t1:
@@ -3057,12 +3221,12 @@ def e153(env):
         if t2 is None: t2 = Missing('model.attn_backend')
     else:
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
-    t4 = K39
+    t4 = K40
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e154(env):
+def e165(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3070,7 +3234,7 @@ def e154(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K40
+    t4 = K41
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3081,7 +3245,7 @@ def e154(env):
             if t7 is None: t7 = Missing('model.family')
         else:
             t7 = attr_value(t6, 'family', 'model.family')
-        t9 = K41
+        t9 = K42
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
@@ -3099,7 +3263,7 @@ def e154(env):
         t5 = False
     return t5
 
-def e155(env):
+def e166(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
@@ -3115,7 +3279,7 @@ def e155(env):
         t4 = t5
     return t4
 
-def e156(env):
+def e167(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -3123,12 +3287,12 @@ def e156(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K42
+    t4 = K43
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e157(env):
+def e168(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3136,7 +3300,7 @@ def e157(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K43
+    t4 = K44
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3162,13 +3326,13 @@ def e157(env):
         t5 = False
     return t5
 
-def e158(env):
+def e169(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
     return t2
 
-def e159(env):
+def e170(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule' in t1:
@@ -3182,7 +3346,7 @@ def e159(env):
         t3 = _compare('!=', t2, ('PipelineScheduleSingle'))
     return t3
 
-def e160(env):
+def e171(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3190,7 +3354,7 @@ def e160(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K44
+    t4 = K45
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3217,13 +3381,13 @@ def e160(env):
         t5 = False
     return t5
 
-def e161(env):
+def e172(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'pipeline_parallel_schedule', 'parallelism.pipeline_parallel_schedule')
     return t2
 
-def e162(env):
+def e173(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3231,7 +3395,7 @@ def e162(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K45
+    t4 = K46
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3248,7 +3412,7 @@ def e162(env):
         t5 = False
     return t5
 
-def e163(env):
+def e174(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -3283,7 +3447,7 @@ def e163(env):
         else:
             t10 = _compare('==', t9, ('0.3.0'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = K46
+            t13 = K47
             if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t2, t13)
             t12 = _compare('in', t2, t13)
             t11 = (t12 if t12.__class__ is bool else _truth(t12))
@@ -3309,7 +3473,7 @@ def e163(env):
         t8 = True
     return t8
 
-def e164(env):
+def e175(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -3346,7 +3510,7 @@ def e164(env):
         t4 = ('full_dtensor is not supported yet.')
     return t4
 
-def e165(env):
+def e176(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -3360,7 +3524,7 @@ def e165(env):
         t3 = _compare('!=', t2, ('gpt_oss'))
     return t3
 
-def e166(env):
+def e177(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3368,7 +3532,7 @@ def e166(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K47
+    t4 = K48
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3388,7 +3552,7 @@ def e166(env):
         t5 = False
     return t5
 
-def e167(env):
+def e178(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'optimizer' in t1:
@@ -3401,12 +3565,12 @@ def e167(env):
         if t3 is None: t3 = Missing('config.optimizer.name')
     else:
         t3 = attr_value(t2, 'name', 'config.optimizer.name')
-    t5 = K48
+    t5 = K49
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e168(env):
+def e179(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3414,7 +3578,7 @@ def e168(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K49
+    t4 = K50
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3436,14 +3600,14 @@ def e168(env):
         t5 = False
     return t5
 
-def e169(env):
+def e180(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
     t3 = attr_value(t2, 'name', 'config.optimizer.name')
     return t3
 
-def e170(env):
+def e181(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'optimizer' in t1:
@@ -3466,12 +3630,12 @@ def e170(env):
         if t6 is None: t6 = Missing('optimizer_name')
     else:
         t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
-    t8 = K50
+    t8 = K51
     if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
     t7 = _compare('in', t6, t8)
     return t7
 
-def e171(env):
+def e182(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3479,7 +3643,7 @@ def e171(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K51
+    t4 = K52
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3511,7 +3675,7 @@ def e171(env):
         t5 = False
     return t5
 
-def e172(env):
+def e183(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('optimizer'), t2)
@@ -3570,11 +3734,11 @@ def e172(env):
         t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
         t11 = t15
     else:
-        t16 = K52
+        t16 = K53
         t11 = t16
     return t11
 
-def e173(env):
+def e184(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
@@ -3587,7 +3751,7 @@ def e173(env):
     t6 = attr_value(t5, 'pattern', 'pattern')
     return t6
 
-def e174(env):
+def e185(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
@@ -3600,7 +3764,7 @@ def e174(env):
     t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
     return t6
 
-def e175(env):
+def e186(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3619,7 +3783,7 @@ def e175(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e176(env):
+def e187(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3627,7 +3791,7 @@ def e176(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K53
+    t4 = K54
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3670,7 +3834,7 @@ def e176(env):
         t5 = False
     return t5
 
-def e177(env):
+def e188(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1.__class__ is int:
@@ -3679,7 +3843,7 @@ def e177(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e178(env):
+def e189(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'compile' in t1:
@@ -3709,7 +3873,7 @@ def e178(env):
         t5 = False
     return t5
 
-def e179(env):
+def e190(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3717,7 +3881,7 @@ def e179(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K54
+    t4 = K55
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3750,21 +3914,21 @@ def e179(env):
         t5 = False
     return t5
 
-def e180(env):
+def e191(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'enable', 'config.compile.enable')
     return t3
 
-def e181(env):
+def e192(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'components', 'config.compile.components')
     return t3
 
-def e182(env):
+def e193(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3783,7 +3947,7 @@ def e182(env):
         t4 = _compare('!=', t3, (1))
     return t4
 
-def e183(env):
+def e194(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3791,7 +3955,7 @@ def e183(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K55
+    t4 = K56
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3836,7 +4000,7 @@ def e183(env):
         t5 = False
     return t5
 
-def e184(env):
+def e195(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -3849,7 +4013,7 @@ def e184(env):
         t3 = ('when the checkpointer is built')
     return t3
 
-def e185(env):
+def e196(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3909,7 +4073,7 @@ def e185(env):
         t9 = False
     return t9
 
-def e186(env):
+def e197(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3917,7 +4081,7 @@ def e186(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K56
+    t4 = K57
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3952,7 +4116,7 @@ def e186(env):
         t5 = False
     return t5
 
-def e187(env):
+def e198(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -3976,7 +4140,7 @@ def e187(env):
         t8 = ('checkpoint.initial_load_in_hf = true with initial_load_model_only = false')
     return t8
 
-def e188(env):
+def e199(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -3989,7 +4153,7 @@ def e188(env):
         t3 = ('torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one')
     return t3
 
-def e189(env):
+def e200(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -4013,7 +4177,7 @@ def e189(env):
         t8 = ('checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf')
     return t8
 
-def e190(env):
+def e201(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -4037,7 +4201,7 @@ def e190(env):
         t8 = ('initial_load_model_only')
     return t8
 
-def e191(env):
+def e202(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -4050,12 +4214,12 @@ def e191(env):
         if t3 is None: t3 = Missing('config.checkpoint.async_mode')
     else:
         t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
-    t5 = K57
+    t5 = K58
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e192(env):
+def e203(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4063,7 +4227,7 @@ def e192(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K58
+    t4 = K59
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4093,14 +4257,14 @@ def e192(env):
         t5 = False
     return t5
 
-def e193(env):
+def e204(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
     t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
     return t3
 
-def e194(env):
+def e205(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is dict and 'checkpoint' in t2:
@@ -4139,7 +4303,7 @@ def e194(env):
         t5 = False
     return t5
 
-def e195(env):
+def e206(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4147,7 +4311,7 @@ def e195(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K59
+    t4 = K60
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4177,14 +4341,14 @@ def e195(env):
         t5 = False
     return t5
 
-def e196(env):
+def e207(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
     t3 = attr_value(t2, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     return t3
 
-def e197(env):
+def e208(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -4197,7 +4361,7 @@ def e197(env):
         t5 = ('the learning-rate schedulers hold the optimizers: ')
     return t5
 
-def e198(env):
+def e209(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -4210,7 +4374,7 @@ def e198(env):
         t5 = ('lr_scheduler must be excluded when optimizer is excluded.')
     return t5
 
-def e199(env):
+def e210(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -4223,7 +4387,7 @@ def e199(env):
         t5 = ('add "lr_scheduler" to exclude_from_loading')
     return t5
 
-def e200(env):
+def e211(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -4242,7 +4406,7 @@ def e200(env):
         t3 = False
     return t3
 
-def e201(env):
+def e212(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4250,7 +4414,7 @@ def e201(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K60
+    t4 = K61
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4275,7 +4439,7 @@ def e201(env):
         t5 = False
     return t5
 
-def e202(env):
+def e213(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -4296,7 +4460,7 @@ def e202(env):
         t3 = t8
     return t3
 
-def e203(env):
+def e214(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -4309,7 +4473,7 @@ def e203(env):
         t3 = ('Pipeline')
     return t3
 
-def e204(env):
+def e215(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -4322,7 +4486,7 @@ def e204(env):
         t3 = ('pipeline_parallel_degree')
     return t3
 
-def e205(env):
+def e216(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'quantize' in t1:
@@ -4351,7 +4515,7 @@ def e205(env):
         t6 = _compare('!=', t5, (True))
     return t6
 
-def e206(env):
+def e217(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4359,7 +4523,7 @@ def e206(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K61
+    t4 = K62
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4420,7 +4584,7 @@ def e206(env):
         t5 = False
     return t5
 
-def e207(env):
+def e218(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'quantize', 'config.quantize')
@@ -4429,7 +4593,7 @@ def e207(env):
     t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     return t5
 
-def e208(env):
+def e219(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4448,7 +4612,7 @@ def e208(env):
         t3 = False
     return t3
 
-def e209(env):
+def e220(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4456,7 +4620,7 @@ def e209(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K62
+    t4 = K63
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4492,7 +4656,7 @@ def e209(env):
         t5 = False
     return t5
 
-def e210(env):
+def e221(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4513,7 +4677,7 @@ def e210(env):
         t3 = t8
     return t3
 
-def e211(env):
+def e222(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4526,7 +4690,7 @@ def e211(env):
         t3 = ('context')
     return t3
 
-def e212(env):
+def e223(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4539,7 +4703,7 @@ def e212(env):
         t3 = ('context_parallel_degree')
     return t3
 
-def e213(env):
+def e224(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -4548,7 +4712,7 @@ def e213(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e214(env):
+def e225(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4556,7 +4720,7 @@ def e214(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K63
+    t4 = K64
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4626,7 +4790,7 @@ def e214(env):
         t5 = False
     return t5
 
-def e215(env):
+def e226(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -4651,7 +4815,7 @@ def e215(env):
         t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('c')
-        t12 = K64
+        t12 = K65
         if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
         t11 = _compare('in', t10, t12)
         t1.append(t11)
@@ -4672,7 +4836,7 @@ def e215(env):
             t18.let_cache = None
             t21 = t20
             if t21 is None: t21 = Missing('c')
-            t23 = K65
+            t23 = K66
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t18, t21, t23)
             t22 = _compare('in', t21, t23)
             t15.append(t22)
@@ -4686,7 +4850,7 @@ def e215(env):
     t25 = not (t14 if t14.__class__ is bool else _truth(t14))
     return t25
 
-def e216(env):
+def e227(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4694,7 +4858,7 @@ def e216(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K66
+    t4 = K67
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4724,14 +4888,14 @@ def e216(env):
         t5 = False
     return t5
 
-def e217(env):
+def e228(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
     t3 = attr_value(t2, 'converters', 'config.model.converters')
     return t3
 
-def e218(env):
+def e229(env):
     t1 = env.lookup('batch')
     if t1 is None: t1 = Missing('batch')
     if t1.__class__ is int:
@@ -4740,7 +4904,7 @@ def e218(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e219(env):
+def e230(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4748,7 +4912,7 @@ def e219(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K67
+    t4 = K68
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4773,7 +4937,7 @@ def e219(env):
         t5 = False
     return t5
 
-def e220(env):
+def e231(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4781,7 +4945,7 @@ def e220(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K68
+    t4 = K69
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4813,7 +4977,7 @@ def e220(env):
         t5 = False
     return t5
 
-def e221(env):
+def e232(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -4983,14 +5147,14 @@ def e221(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e222(env):
+def e233(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (4), 'item')
     return t2
 
-def e223(env):
+def e234(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4998,7 +5162,7 @@ def e223(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K69
+    t4 = K70
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5041,7 +5205,7 @@ def e223(env):
         t5 = False
     return t5
 
-def e224(env):
+def e235(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5049,7 +5213,7 @@ def e224(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K70
+    t4 = K71
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5094,7 +5258,7 @@ def e224(env):
         t5 = False
     return t5
 
-def e225(env):
+def e236(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5102,7 +5266,7 @@ def e225(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K71
+    t4 = K72
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5137,7 +5301,7 @@ def e225(env):
         t5 = False
     return t5
 
-def e226(env):
+def e237(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'model' in t1:
@@ -5190,7 +5354,7 @@ def e226(env):
         t9 = False
     return t9
 
-def e227(env):
+def e238(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5198,7 +5362,7 @@ def e227(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K72
+    t4 = K73
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5223,7 +5387,7 @@ def e227(env):
         t5 = False
     return t5
 
-def e228(env):
+def e239(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
@@ -5252,7 +5416,7 @@ def e228(env):
         t5 = t14
     return t5
 
-def e229(env):
+def e240(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
@@ -5267,7 +5431,7 @@ def e229(env):
         t5 = ('set [compile] enable = true with "model" in components, or use mode = "full" or "selective"')
     return t5
 
-def e230(env):
+def e241(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5291,7 +5455,7 @@ def e230(env):
         t5 = True
     return t5
 
-def e231(env):
+def e242(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5299,7 +5463,7 @@ def e231(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K73
+    t4 = K74
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5324,14 +5488,14 @@ def e231(env):
         t5 = False
     return t5
 
-def e232(env):
+def e243(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     t3 = attr_value(t2, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
     return t3
 
-def e233(env):
+def e244(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -5350,7 +5514,7 @@ def e233(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e234(env):
+def e245(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5358,7 +5522,7 @@ def e234(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K74
+    t4 = K75
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5396,7 +5560,7 @@ def e234(env):
         t5 = False
     return t5
 
-def e235(env):
+def e246(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -5425,7 +5589,7 @@ def e235(env):
         t5 = False
     return t5
 
-def e236(env):
+def e247(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5433,7 +5597,7 @@ def e236(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K75
+    t4 = K76
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5464,7 +5628,7 @@ def e236(env):
                 if t12 is None: t12 = Missing('config.model.name')
             else:
                 t12 = attr_value(t11, 'name', 'config.model.name')
-            t14 = K76
+            t14 = K77
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -5475,7 +5639,7 @@ def e236(env):
         t5 = False
     return t5
 
-def e237(env):
+def e248(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5501,14 +5665,14 @@ def e237(env):
         t5 = t10
     return t5
 
-def e238(env):
+def e249(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
     t3 = attr_value(t2, 'name', 'config.model.name')
     return t3
 
-def e239(env):
+def e250(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5526,7 +5690,7 @@ def e239(env):
         t5 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
     return t5
 
-def e240(env):
+def e251(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5544,7 +5708,7 @@ def e240(env):
         t5 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
     return t5
 
-def e241(env):
+def e252(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'quantize' in t1:
@@ -5568,12 +5732,12 @@ def e241(env):
     else:
         t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise')])
-    t8 = K77
+    t8 = K78
     if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
     t7 = _compare('in', t6, t8)
     return t7
 
-def e242(env):
+def e253(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5581,7 +5745,7 @@ def e242(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K78
+    t4 = K79
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5652,7 +5816,7 @@ def e242(env):
         t5 = False
     return t5
 
-def e243(env):
+def e254(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'quantize', 'config.quantize')
@@ -5662,7 +5826,7 @@ def e243(env):
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise, the default')])
     return t6
 
-def e244(env):
+def e255(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5681,7 +5845,7 @@ def e244(env):
         t4 = _compare('==', t3, ('none'))
     return t4
 
-def e245(env):
+def e256(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5689,7 +5853,7 @@ def e245(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K79
+    t4 = K80
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5705,7 +5869,7 @@ def e245(env):
             if t8 is None: t8 = Missing('config.model.name')
         else:
             t8 = attr_value(t7, 'name', 'config.model.name')
-        t10 = K80
+        t10 = K81
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
         t9 = _compare('in', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
@@ -5784,21 +5948,21 @@ def e245(env):
         t5 = False
     return t5
 
-def e246(env):
+def e257(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'parallelism', 'config.parallelism')
     t3 = attr_value(t2, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
     return t3
 
-def e247(env):
+def e258(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     t3 = attr_value(t2, 'mode', 'config.activation_checkpoint.mode')
     return t3
 
-def e248(env):
+def e259(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5814,7 +5978,7 @@ def e248(env):
         t4 = _compare('!=', t3, ('SelectiveAC.Config'))
     return t4
 
-def e249(env):
+def e260(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5822,7 +5986,7 @@ def e249(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K81
+    t4 = K82
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5876,7 +6040,7 @@ def e249(env):
                 if t19 is None: t19 = Missing('model.attn_backend')
             else:
                 t19 = attr_value(t18, 'attn_backend', 'model.attn_backend')
-            t21 = K82
+            t21 = K83
             if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
             t20 = _compare('in', t19, t21)
             t17 = (t20 if t20.__class__ is bool else _truth(t20))
@@ -5887,7 +6051,7 @@ def e249(env):
         t5 = False
     return t5
 
-def e250(env):
+def e261(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5929,7 +6093,7 @@ def e250(env):
         t5 = True
     return t5
 
-def e251(env):
+def e262(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5937,7 +6101,7 @@ def e251(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K83
+    t4 = K84
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5996,7 +6160,7 @@ def e251(env):
         t5 = False
     return t5
 
-def e252(env):
+def e263(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
@@ -6005,7 +6169,7 @@ def e252(env):
     t4 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t3, ('none')])
     return t4
 
-def e253(env):
+def e264(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -6019,7 +6183,7 @@ def e253(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e254(env):
+def e265(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6027,7 +6191,7 @@ def e254(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K84
+    t4 = K85
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6052,7 +6216,7 @@ def e254(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K85
+            t14 = K86
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -6088,7 +6252,7 @@ def e254(env):
         t5 = False
     return t5
 
-def e255(env):
+def e266(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -6102,12 +6266,12 @@ def e255(env):
         t3 = _binop('*', t1, t2, env)
     return t3
 
-def e256(env):
+def e267(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     return t1
 
-def e257(env):
+def e268(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -6121,7 +6285,7 @@ def e257(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e258(env):
+def e269(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -6136,7 +6300,7 @@ def e258(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e259(env):
+def e270(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6144,7 +6308,7 @@ def e259(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K86
+    t4 = K87
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6169,7 +6333,7 @@ def e259(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K87
+            t14 = K88
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -6205,7 +6369,7 @@ def e259(env):
         t5 = False
     return t5
 
-def e260(env):
+def e271(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -6218,12 +6382,12 @@ def e260(env):
         if t3 is None: t3 = Missing('config.parallelism.context_parallel_load_balancer')
     else:
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-    t5 = K88
+    t5 = K89
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e261(env):
+def e272(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6231,7 +6395,7 @@ def e261(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K89
+    t4 = K90
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6283,7 +6447,7 @@ def e261(env):
         t5 = False
     return t5
 
-def e262(env):
+def e273(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -6298,7 +6462,7 @@ def e262(env):
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
     return t3
 
-def e263(env):
+def e274(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -6311,7 +6475,7 @@ def e263(env):
         t3 = False
     return t3
 
-def e264(env):
+def e275(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6319,7 +6483,7 @@ def e264(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K90
+    t4 = K91
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6345,7 +6509,7 @@ def e264(env):
         t5 = False
     return t5
 
-def e265(env):
+def e276(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -6353,7 +6517,7 @@ def e265(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K91
+    t4 = K92
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6386,7 +6550,7 @@ def e265(env):
         t8 = False
     return t8
 
-def e266(env):
+def e277(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'linear_key_heads' in t1:
@@ -6436,7 +6600,7 @@ def e266(env):
         t7 = False
     return t7
 
-def e267(env):
+def e278(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -6465,7 +6629,7 @@ def e267(env):
         t2 = t8
     return t2
 
-def e268(env):
+def e279(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -6539,7 +6703,7 @@ def e268(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e269(env):
+def e280(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if _truth(t1):
@@ -6571,7 +6735,7 @@ def e269(env):
         t2 = t16
     return t2
 
-def e270(env):
+def e281(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if _truth(t1):
@@ -6650,7 +6814,7 @@ def e270(env):
         t6 = t16
     return t6
 
-def e271(env):
+def e282(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'max_context_length' in t1:
@@ -6672,7 +6836,7 @@ def e271(env):
         t3 = _compare('<=', t2, t5)
     return t3
 
-def e272(env):
+def e283(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6680,7 +6844,7 @@ def e272(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K92
+    t4 = K93
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6720,19 +6884,19 @@ def e272(env):
         t5 = False
     return t5
 
-def e273(env):
+def e284(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'max_context_length', 'training.max_context_length')
     return t2
 
-def e274(env):
+def e285(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'rope_max_len', 'model.rope_max_len')
     return t2
 
-def e275(env):
+def e286(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -6754,7 +6918,7 @@ def e275(env):
         t3 = _compare('<=', t2, t5)
     return t3
 
-def e276(env):
+def e287(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6762,7 +6926,7 @@ def e276(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K93
+    t4 = K94
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6802,7 +6966,7 @@ def e276(env):
         t5 = False
     return t5
 
-def e277(env):
+def e288(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'validator' in t1:
@@ -6816,7 +6980,7 @@ def e277(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e278(env):
+def e289(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6824,7 +6988,7 @@ def e278(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K94
+    t4 = K95
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6861,7 +7025,7 @@ def e278(env):
         t5 = False
     return t5
 
-def e279(env):
+def e290(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6869,7 +7033,7 @@ def e279(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K95
+    t4 = K96
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6894,13 +7058,13 @@ def e279(env):
         t5 = False
     return t5
 
-def e280(env):
+def e291(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'num_mtp_layers', 'model.num_mtp_layers')
     return t2
 
-def e281(env):
+def e292(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6919,7 +7083,7 @@ def e281(env):
         t3 = t7
     return t3
 
-def e282(env):
+def e293(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6932,7 +7096,7 @@ def e282(env):
         t3 = ('use context_parallel_degree = 1')
     return t3
 
-def e283(env):
+def e294(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6955,7 +7119,7 @@ def e283(env):
         t6 = ('')
     return t6
 
-def e284(env):
+def e295(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'compile' in t1:
@@ -6968,12 +7132,12 @@ def e284(env):
         if t3 is None: t3 = Missing('config.compile.backend')
     else:
         t3 = attr_value(t2, 'backend', 'config.compile.backend')
-    t5 = K96
+    t5 = K97
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e285(env):
+def e296(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6981,7 +7145,7 @@ def e285(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K97
+    t4 = K98
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7080,7 +7244,7 @@ def e285(env):
                 if t31 is None: t31 = Missing('model.attn_backend')
             else:
                 t31 = attr_value(t30, 'attn_backend', 'model.attn_backend')
-            t33 = K98
+            t33 = K99
             if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
             t32 = _compare('in', t31, t33)
             t29 = (t32 if t32.__class__ is bool else _truth(t32))
@@ -7108,14 +7272,14 @@ def e285(env):
         t5 = False
     return t5
 
-def e286(env):
+def e297(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'backend', 'config.compile.backend')
     return t3
 
-def e287(env):
+def e298(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -7142,7 +7306,7 @@ def e287(env):
         t4 = False
     return t4
 
-def e288(env):
+def e299(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7150,7 +7314,7 @@ def e288(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K99
+    t4 = K100
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7194,7 +7358,7 @@ def e288(env):
         t5 = False
     return t5
 
-def e289(env):
+def e300(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -7212,7 +7376,7 @@ def e289(env):
         t4 = ('enable_sequence_parallel = false')
     return t4
 
-def e290(env):
+def e301(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -7226,7 +7390,7 @@ def e290(env):
         t4 = ('parallelism.enable_sequence_parallel')
     return t4
 
-def e291(env):
+def e302(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -7240,7 +7404,7 @@ def e291(env):
         t4 = ('parallelism.enable_sequence_parallel')
     return t4
 
-def e292(env):
+def e303(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -7254,7 +7418,7 @@ def e292(env):
         t4 = ('set enable_sequence_parallel = True (the default)')
     return t4
 
-def e293(env):
+def e304(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -7268,7 +7432,7 @@ def e293(env):
         t3 = _compare('!=', t2, ('full_dtensor'))
     return t3
 
-def e294(env):
+def e305(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7276,7 +7440,7 @@ def e294(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K100
+    t4 = K101
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7317,7 +7481,7 @@ def e294(env):
         t5 = False
     return t5
 
-def e295(env):
+def e306(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'registered' in t1:
@@ -7331,7 +7495,7 @@ def e295(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e296(env):
+def e307(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7339,7 +7503,7 @@ def e296(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K101
+    t4 = K102
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7376,7 +7540,7 @@ def e296(env):
         t5 = False
     return t5
 
-def e297(env):
+def e308(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -7417,7 +7581,7 @@ def e297(env):
         t6 = True
     return t6
 
-def e298(env):
+def e309(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7425,7 +7589,7 @@ def e298(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K102
+    t4 = K103
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7464,20 +7628,7 @@ def e298(env):
         t5 = False
     return t5
 
-def e299(env):
-    t1 = env.lookup('model')
-    if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'name' in t1:
-        t2 = t1['name']
-        if t2 is None: t2 = Missing('model.name')
-    else:
-        t2 = attr_value(t1, 'name', 'model.name')
-    t4 = K103
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    return t3
-
-def e300(env):
+def e310(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -7490,13 +7641,26 @@ def e300(env):
     t3 = _compare('in', t2, t4)
     return t3
 
-def e301(env):
+def e311(env):
+    t1 = env.lookup('model')
+    if t1 is None: t1 = Missing('model')
+    if t1.__class__ is dict and 'name' in t1:
+        t2 = t1['name']
+        if t2 is None: t2 = Missing('model.name')
+    else:
+        t2 = attr_value(t1, 'name', 'model.name')
+    t4 = K105
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    return t3
+
+def e312(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_type', 'model.attn_type')
     return t2
 
-def e302(env):
+def e313(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if _truth(t1):
@@ -7505,7 +7669,7 @@ def e302(env):
         t2 = ('Context Parallel only supports SDPA and FlexAttention.')
     return t2
 
-def e303(env):
+def e314(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if _truth(t1):
@@ -7514,7 +7678,7 @@ def e303(env):
         t2 = ('sdpa or flex')
     return t2
 
-def e304(env):
+def e315(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7522,12 +7686,12 @@ def e304(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K105
+    t4 = K106
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e305(env):
+def e316(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('readable')
@@ -7696,7 +7860,7 @@ def e305(env):
             t57 = type_name(t56)
             t53.budget.mem -= len(t57)
             if t53.budget.mem < 0: _charge_mem(t53, 0)
-            t59 = K106
+            t59 = K107
             if t59.__class__ is list or t59.__class__ is dict or t59.__class__ is str: _charge_operands(t53, t57, t59)
             t58 = _compare('in', t57, t59)
             if (t58 if t58.__class__ is bool else _truth(t58)):
@@ -7787,7 +7951,7 @@ def e305(env):
                 t89 = type_name(t88)
                 t85.budget.mem -= len(t89)
                 if t85.budget.mem < 0: _charge_mem(t85, 0)
-                t91 = K107
+                t91 = K108
                 if t91.__class__ is list or t91.__class__ is dict or t91.__class__ is str: _charge_operands(t85, t89, t91)
                 t90 = _compare('in', t89, t91)
                 if (t90 if t90.__class__ is bool else _truth(t90)):
@@ -7870,7 +8034,7 @@ def e305(env):
         else:
             t115 = _compare('==', t114, ('string'))
         if (t115 if t115.__class__ is bool else _truth(t115)):
-            t118 = K108
+            t118 = K109
             if t118.__class__ is list or t118.__class__ is dict or t118.__class__ is str: _charge_operands(env, t113, t118)
             t117 = _compare('not in', t113, t118)
             t116 = (t117 if t117.__class__ is bool else _truth(t117))
@@ -7953,7 +8117,7 @@ def e305(env):
         t132 = [t48, t78, t110, t131]
         t5 = t132
     else:
-        t133 = K109
+        t133 = K110
         t5 = t133
     t3 = loop_items(t5)
     t134 = Env({}, None, t2, env)
@@ -7980,7 +8144,7 @@ def e305(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e306(env):
+def e317(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'dataloader' in t1:
@@ -7995,7 +8159,7 @@ def e306(env):
         t3 = attr_value(t2, 'sources', 'config.dataloader.sources')
     return t3
 
-def e307(env):
+def e318(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -8022,7 +8186,7 @@ def e307(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e308(env):
+def e319(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -8049,7 +8213,7 @@ def e308(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e309(env):
+def e320(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -8084,7 +8248,7 @@ def e309(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e310(env):
+def e321(env):
     t1 = env.lookup('chr_q')
     if t1 is None: t1 = Missing('chr_q')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -8101,10 +8265,10 @@ def e310(env):
         t3 = _binop('+', t2, ('s __post_init__)'), env)
     return t3
 
-def e311(env):
+def e322(env):
     return ('when the trainer builds the dataloader (InterleavedDataset), before the first step')
 
-def e312(env):
+def e323(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8129,7 +8293,7 @@ def e312(env):
             if t7 is None: t7 = Missing('config.dataloader.class')
         else:
             t7 = attr_value(t6, 'class', 'config.dataloader.class')
-        t9 = K110
+        t9 = K111
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -8184,20 +8348,20 @@ def e312(env):
         t14 = False
     return t14
 
-def e313(env):
+def e324(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'dataloader', 'config.dataloader')
     t3 = attr_value(t2, 'class', 'config.dataloader.class')
     return t3
 
-def e314(env):
+def e325(env):
     t1 = env.lookup('names')
     if t1 is None: t1 = Missing('names')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e315(env):
+def e326(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -8212,7 +8376,7 @@ def e315(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e316(env):
+def e327(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8220,7 +8384,7 @@ def e316(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K111
+    t4 = K112
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8286,11 +8450,11 @@ def e316(env):
         t5 = False
     return t5
 
-def e317(env):
-    t1 = K112
+def e328(env):
+    t1 = K113
     return t1
 
-def e318(env):
+def e329(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -8328,7 +8492,7 @@ def e318(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e319(env):
+def e330(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -8360,19 +8524,19 @@ def e319(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e320(env):
+def e331(env):
     t1 = env.lookup('exclude')
     if t1 is None: t1 = Missing('exclude')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e321(env):
+def e332(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e322(env):
+def e333(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -8386,20 +8550,20 @@ def e322(env):
         t4 = ('are not states')
     return t4
 
-def e323(env):
+def e334(env):
     t1 = env.lookup('states')
     if t1 is None: t1 = Missing('states')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e324(env):
+def e335(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (0), 'unknown')
     return t2
 
-def e325(env):
+def e336(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8407,12 +8571,12 @@ def e325(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K113
+    t4 = K114
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e326(env):
+def e337(env):
     t1 = env.lookup('applies')
     if t1 is None: t1 = Missing('applies')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -8538,11 +8702,11 @@ def e326(env):
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t40 = K114
+        t40 = K115
         t2 = t40
     return t2
 
-def e327(env):
+def e338(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is dict and 'checkpoint' in t2:
@@ -8597,7 +8761,7 @@ def e327(env):
         t10 = t13
     return t10
 
-def e328(env):
+def e339(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8696,7 +8860,7 @@ def e328(env):
         t20 = False
     return t20
 
-def e329(env):
+def e340(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -8711,7 +8875,7 @@ def e329(env):
         t4 = ('checkpoint.folder')
     return t4
 
-def e330(env):
+def e341(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8719,12 +8883,12 @@ def e330(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K115
+    t4 = K116
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e331(env):
+def e342(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('plain')
@@ -8911,7 +9075,7 @@ def e331(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e332(env):
+def e343(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -8940,7 +9104,7 @@ def e332(env):
         t3 = False
     return t3
 
-def e333(env):
+def e344(env):
     t1 = env.lookup('reg')
     if t1 is None: t1 = Missing('reg')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -9026,11 +9190,11 @@ def e333(env):
         t25 = [t24]
         t16 = t25
     else:
-        t26 = K116
+        t26 = K117
         t16 = t26
     return t16
 
-def e334(env):
+def e345(env):
     t1 = env.lookup('reg')
     if t1 is None: t1 = Missing('reg')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -9198,11 +9362,11 @@ def e334(env):
                 if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t16 = t17
     else:
-        t51 = K117
+        t51 = K118
         t16 = t51
     return t16
 
-def e335(env):
+def e346(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -9378,11 +9542,11 @@ def e335(env):
         t46 = [t45]
         t35 = t46
     else:
-        t47 = K118
+        t47 = K119
         t35 = t47
     return t35
 
-def e336(env):
+def e347(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -9508,16 +9672,11 @@ def e336(env):
         t34 = [t33]
         t23 = t34
     else:
-        t35 = K119
+        t35 = K120
         t23 = t35
     return t23
 
-def e337(env):
-    t1 = env.lookup('framework_version')
-    if t1 is None: t1 = Missing('framework_version')
-    return t1
-
-def e338(env):
+def e348(env):
     t1 = env.lookup('datasets')
     if t1 is None: t1 = Missing('datasets')
     t2 = attr_value(t1, 'registries', 'datasets.registries')
@@ -9532,14 +9691,14 @@ def e338(env):
     t7 = call_value(env, F_join.fn, F_join.cost, False, [t6, (', ')])
     return t7
 
-def e339(env):
+def e349(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (5), 'item')
     return t2
 
-def e340(env):
+def e350(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -9547,7 +9706,7 @@ def e340(env):
     else:
         t2 = _compare('!=', t1, ('main@b5bcd76c6'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = K120
+        t4 = K121
         t3 = t4
     else:
         t5 = []
@@ -9745,7 +9904,7 @@ def e340(env):
                             t72 = type_name(t71)
                             t59.budget.mem -= len(t72)
                             if t59.budget.mem < 0: _charge_mem(t59, 0)
-                            t74 = K121
+                            t74 = K122
                             if t74.__class__ is list or t74.__class__ is dict or t74.__class__ is str: _charge_operands(t59, t72, t74)
                             t73 = _compare('in', t72, t74)
                             t69 = (t73 if t73.__class__ is bool else _truth(t73))
@@ -9760,7 +9919,7 @@ def e340(env):
                             else:
                                 t77 = attr_value(t76, 'weight', 'd.weight')
                             t78 = call_value(t59, F_str.fn, F_str.cost, True, [t77])
-                            t80 = K122
+                            t80 = K123
                             if t80.__class__ is list or t80.__class__ is dict or t80.__class__ is str: _charge_operands(t59, t78, t80)
                             t79 = _compare('in', t78, t80)
                             if not (t79 if t79.__class__ is bool else _truth(t79)):
@@ -9973,7 +10132,7 @@ def e340(env):
             else:
                 t136 = False
             if (t136 if t136.__class__ is bool else _truth(t136)):
-                t140 = K123
+                t140 = K124
                 t117.append(t140)
                 t118.mem -= 1
                 if t118.mem < 0: _charge_mem(env, 0)
@@ -10255,7 +10414,7 @@ def e340(env):
         t3 = t227
     return t3
 
-def e341(env):
+def e351(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'dataloader' in t1:
@@ -10308,7 +10467,7 @@ def e341(env):
         t12 = (None)
     return t12
 
-def e342(env):
+def e352(env):
     t1 = env.lookup('d')
     if t1 is None: t1 = Missing('d')
     env.budget.left -= 1
@@ -10356,7 +10515,7 @@ def e342(env):
         t11 = (None)
     return t11
 
-def e343(env):
+def e353(env):
     t1 = env.lookup('d2')
     if t1 is None: t1 = Missing('d2')
     env.budget.left -= 1
@@ -10404,7 +10563,7 @@ def e343(env):
         t11 = (None)
     return t11
 
-def e344(env):
+def e354(env):
     t1 = env.lookup('d3')
     if t1 is None: t1 = Missing('d3')
     env.budget.left -= 1
@@ -10452,7 +10611,7 @@ def e344(env):
         t11 = (None)
     return t11
 
-def e345(env):
+def e355(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('d')
@@ -10492,7 +10651,7 @@ def e345(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e346(env):
+def e356(env):
     t1 = []
     t2 = env.budget
     t4 = []
@@ -10610,7 +10769,7 @@ def e346(env):
             t40 = index_value(t24, (0), '?')
         t23 = t40
     else:
-        t41 = K124
+        t41 = K125
         t23 = t41
     t3 = loop_items(t23)
     t42 = Env({}, None, t2, env)
@@ -10640,7 +10799,7 @@ def e346(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e347(env):
+def e357(env):
     t1 = env.lookup('chain')
     if t1 is None: t1 = Missing('chain')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -10809,14 +10968,14 @@ def e347(env):
         t53 = _binop('+', t20, t21, env)
     return t53
 
-def e348(env):
-    t1 = K125
+def e358(env):
+    t1 = K126
     return t1
 
-def e349(env):
+def e359(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K126
+    t3 = K127
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
@@ -10836,7 +10995,7 @@ def e349(env):
         t4 = False
     return t4
 
-def e350(env):
+def e360(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -10844,7 +11003,7 @@ def e350(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K127
+    t4 = K128
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10899,7 +11058,7 @@ def e350(env):
         t5 = False
     return t5
 
-def e351(env):
+def e361(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -10939,7 +11098,7 @@ def e351(env):
         t8 = (None)
     return t8
 
-def e352(env):
+def e362(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
     env.budget.left -= 1
@@ -10979,7 +11138,7 @@ def e352(env):
         t4 = (None)
     return t4
 
-def e353(env):
+def e363(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
     env.budget.left -= 1
@@ -11019,20 +11178,20 @@ def e353(env):
         t4 = (None)
     return t4
 
-def e354(env):
+def e364(env):
     return ('dataloader')
 
-def e355(env):
+def e365(env):
     t1 = env.lookup('where')
     if t1 is None: t1 = Missing('where')
     return t1
 
-def e356(env):
+def e366(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
     return t1
 
-def e357(env):
+def e367(env):
     t1 = env.lookup('mrope')
     if t1 is None: t1 = Missing('mrope')
     if _truth(t1):
@@ -11041,10 +11200,10 @@ def e357(env):
         t2 = ('')
     return t2
 
-def e358(env):
+def e368(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K128
+    t3 = K129
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if _truth(t2):
@@ -11103,10 +11262,10 @@ def e358(env):
         t4 = t24
     return t4
 
-def e359(env):
+def e369(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K129
+    t3 = K130
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if _truth(t2):
@@ -11115,7 +11274,7 @@ def e359(env):
         t4 = ('use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE')
     return t4
 
-def e360(env):
+def e370(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11123,7 +11282,7 @@ def e360(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K130
+    t4 = K131
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11178,7 +11337,7 @@ def e360(env):
         t5 = False
     return t5
 
-def e361(env):
+def e371(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -11268,10 +11427,10 @@ def e361(env):
         t23 = (None)
     return t23
 
-def e362(env):
+def e372(env):
     return ('dataloader.collator')
 
-def e363(env):
+def e373(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -11286,7 +11445,7 @@ def e363(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e364(env):
+def e374(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11294,7 +11453,7 @@ def e364(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K131
+    t4 = K132
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11349,7 +11508,7 @@ def e364(env):
         t5 = False
     return t5
 
-def e365(env):
+def e375(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -11399,7 +11558,7 @@ def e365(env):
             t18 = type_name(t17)
             t6.budget.mem -= len(t18)
             if t6.budget.mem < 0: _charge_mem(t6, 0)
-            t20 = K132
+            t20 = K133
             if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t6, t18, t20)
             t19 = _compare('in', t18, t20)
             t15 = (t19 if t19.__class__ is bool else _truth(t19))
@@ -11429,7 +11588,7 @@ def e365(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e366(env):
+def e376(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11437,7 +11596,7 @@ def e366(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e367(env):
+def e377(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11445,7 +11604,7 @@ def e367(env):
     t3 = attr_value(t2, 'rank', 'rank')
     return t3
 
-def e368(env):
+def e378(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -11460,7 +11619,7 @@ def e368(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e369(env):
+def e379(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -11470,7 +11629,7 @@ def e369(env):
         t2 = attr_value(t1, 'converters', 'model.converters')
     return t2
 
-def e370(env):
+def e380(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('conv')
@@ -11515,7 +11674,7 @@ def e370(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e371(env):
+def e381(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('conv')
@@ -11598,7 +11757,7 @@ def e371(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e372(env):
+def e382(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11606,7 +11765,7 @@ def e372(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e373(env):
+def e383(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11619,7 +11778,7 @@ def e373(env):
     t5 = attr_value(t4, 'class', 'class')
     return t5
 
-def e374(env):
+def e384(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('late')
@@ -11642,7 +11801,7 @@ def e374(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t10
 
-def e375(env):
+def e385(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -11650,12 +11809,12 @@ def e375(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K133
+    t4 = K134
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('not in', t2, t4)
     return t3
 
-def e376(env):
+def e386(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11663,7 +11822,7 @@ def e376(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K134
+    t4 = K135
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11741,7 +11900,7 @@ def e376(env):
         t5 = False
     return t5
 
-def e377(env):
+def e387(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -11779,7 +11938,7 @@ def e377(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e378(env):
+def e388(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11787,7 +11946,7 @@ def e378(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e379(env):
+def e389(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11795,7 +11954,7 @@ def e379(env):
     t3 = attr_value(t2, 'name', 'name')
     return t3
 
-def e380(env):
+def e390(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -11808,7 +11967,7 @@ def e380(env):
         t3 = False
     return t3
 
-def e381(env):
+def e391(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11816,7 +11975,7 @@ def e381(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K135
+    t4 = K136
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11874,7 +12033,7 @@ def e381(env):
                 if t21 is None: t21 = Missing('model.attn_backend')
             else:
                 t21 = attr_value(t20, 'attn_backend', 'model.attn_backend')
-            t23 = K136
+            t23 = K137
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
             t22 = _compare('in', t21, t23)
             t19 = (t22 if t22.__class__ is bool else _truth(t22))
@@ -11885,7 +12044,7 @@ def e381(env):
         t5 = False
     return t5
 
-def e382(env):
+def e392(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -11900,7 +12059,7 @@ def e382(env):
         t3 = attr_value(t2, 'context_parallel_ptrr_mask_key', 'config.parallelism.context_parallel_ptrr_mask_key')
     return t3
 
-def e383(env):
+def e393(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('unreadable')
@@ -11972,7 +12131,7 @@ def e383(env):
     t23 = call_value(env, F_any.fn, F_any.cost, False, [t1])
     return t23
 
-def e384(env):
+def e394(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -11985,7 +12144,7 @@ def e384(env):
         t3 = False
     return t3
 
-def e385(env):
+def e395(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -12016,7 +12175,7 @@ def e385(env):
         t7 = False
     return t7
 
-def e386(env):
+def e396(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -12031,7 +12190,7 @@ def e386(env):
         t2 = t5
     return t2
 
-def e387(env):
+def e397(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
@@ -12047,7 +12206,7 @@ def e387(env):
         t4 = ('')
     return t4
 
-def e388(env):
+def e398(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -12066,7 +12225,7 @@ def e388(env):
         t2 = t7
     return t2
 
-def e389(env):
+def e399(env):
     t1 = env.lookup('unknown_key')
     if t1 is None: t1 = Missing('unknown_key')
     if _truth(t1):
@@ -12075,7 +12234,7 @@ def e389(env):
         t2 = ('parallelism.context_parallel_load_balancer')
     return t2
 
-def e390(env):
+def e400(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -12105,7 +12264,7 @@ def e390(env):
         t2 = t14
     return t2
 
-def e391(env):
+def e401(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_type' in t1:
@@ -12119,7 +12278,7 @@ def e391(env):
         t3 = _compare('!=', t2, ('sdpa'))
     return t3
 
-def e392(env):
+def e402(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -12127,7 +12286,7 @@ def e392(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K137
+    t4 = K138
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12174,7 +12333,7 @@ def e392(env):
         t5 = False
     return t5
 
-def e393(env):
+def e403(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -12189,7 +12348,7 @@ def e393(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e394(env):
+def e404(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -12197,7 +12356,7 @@ def e394(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K138
+    t4 = K139
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12226,7 +12385,7 @@ def e394(env):
         t5 = False
     return t5
 
-def e395(env):
+def e405(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -12299,11 +12458,11 @@ def e395(env):
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t23 = K139
+        t23 = K140
         t5 = t23
     return t5
 
-def e396(env):
+def e406(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -12318,7 +12477,7 @@ def e396(env):
     t4 = index_value(t2, t3, 'model.converters')
     return t4
 
-def e397(env):
+def e407(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     if t1.__class__ is dict and 'fqns_call' in t1:
@@ -12328,7 +12487,7 @@ def e397(env):
         t2 = attr_value(t1, 'fqns_call', 'conv.fqns_call')
     return t2
 
-def e398(env):
+def e408(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -12367,7 +12526,7 @@ def e398(env):
         t3 = (0)
     return t3
 
-def e399(env):
+def e409(env):
     t2 = env.lookup('conv')
     if t2 is None: t2 = Missing('conv')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('fqns'), t2)
@@ -12419,11 +12578,11 @@ def e399(env):
             t6 = t19
         t3 = t6
     else:
-        t20 = K140
+        t20 = K141
         t3 = t20
     return t3
 
-def e400(env):
+def e410(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -12489,7 +12648,7 @@ def e400(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e401(env):
+def e411(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('bad')
@@ -12624,7 +12783,7 @@ def e401(env):
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e402(env):
+def e412(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('hits')
@@ -12652,7 +12811,7 @@ def e402(env):
     t10 = call_value(env, F_min.fn, F_min.cost, False, [t1])
     return t10
 
-def e403(env):
+def e413(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('hits')
@@ -12695,7 +12854,7 @@ def e403(env):
         t13 = index_value(t1, (0), '?')
     return t13
 
-def e404(env):
+def e414(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -12724,7 +12883,7 @@ def e404(env):
         t7 = ('out_features')
     return t7
 
-def e405(env):
+def e415(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('bad')
@@ -12789,7 +12948,7 @@ def e405(env):
     t23 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
     return t23
 
-def e406(env):
+def e416(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('item')
@@ -12831,7 +12990,7 @@ def e406(env):
     t15 = call_value(env, F_any.fn, F_any.cost, False, [t1])
     return t15
 
-def e407(env):
+def e417(env):
     t1 = env.lookup('targets')
     if t1 is None: t1 = Missing('targets')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -12906,16 +13065,16 @@ def e407(env):
         t16 = False
     return t16
 
-def e408(env):
+def e418(env):
     return (True)
 
-def e409(env):
+def e419(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     t2 = attr_value(t1, 'class', 'conv.class')
     return t2
 
-def e410(env):
+def e420(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -12987,52 +13146,52 @@ def e410(env):
         t6 = t22
     return t6
 
-def e411(env):
+def e421(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('Linear')])
     return t3
 
-def e412(env):
+def e422(env):
     t1 = env.lookup('params')
     if t1 is None: t1 = Missing('params')
     t2 = attr_value(t1, 'block', 'params.block')
     return t2
 
-def e413(env):
+def e423(env):
     t1 = env.lookup('patterns')
     if t1 is None: t1 = Missing('patterns')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e414(env):
+def e424(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (1), 'first')
     return t2
 
-def e415(env):
+def e425(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (2), 'first')
     return t2
 
-def e416(env):
+def e426(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (3), 'first')
     return t2
 
-def e417(env):
+def e427(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
     return t1
 
-def e418(env):
+def e428(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
     if t1.__class__ is str:
@@ -13053,7 +13212,7 @@ def e418(env):
         t3 = t7
     return t3
 
-def e419(env):
+def e429(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -13071,7 +13230,7 @@ def e419(env):
         t4 = _compare('>', t3, (0))
     return t4
 
-def e420(env):
+def e430(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -13079,12 +13238,12 @@ def e420(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K141
+    t4 = K142
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e421(env):
+def e431(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -13172,11 +13331,11 @@ def e421(env):
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t28 = K142
+        t28 = K143
         t5 = t28
     return t5
 
-def e422(env):
+def e432(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -13196,7 +13355,7 @@ def e422(env):
         t5 = attr_value(t4, 'fqns_call', 'fqns_call')
     return t5
 
-def e423(env):
+def e433(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     if t1.__class__ is dict and 'num_layers' in t1:
@@ -13206,7 +13365,7 @@ def e423(env):
         t2 = attr_value(t1, 'num_layers', 'call.num_layers')
     return t2
 
-def e424(env):
+def e434(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     if t1.__class__ is dict and 'bf16_tail_fraction' in t1:
@@ -13216,7 +13375,7 @@ def e424(env):
         t2 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
     return t2
 
-def e425(env):
+def e435(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -13235,7 +13394,7 @@ def e425(env):
     t7 = call_value(env, F_int.fn, F_int.cost, False, [t6])
     return t7
 
-def e426(env):
+def e436(env):
     t1 = env.lookup('f')
     if t1 is None: t1 = Missing('f')
     t2 = call_value(env, F_str.fn, F_str.cost, True, [t1])
@@ -13271,17 +13430,17 @@ def e426(env):
         t9 = _binop('+', t2, t8, env)
     return t9
 
-def e427(env):
+def e437(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     return t1
 
-def e428(env):
+def e438(env):
     t1 = env.lookup('f_text')
     if t1 is None: t1 = Missing('f_text')
     return t1
 
-def e429(env):
+def e439(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'converters', 'model.converters')
@@ -13293,12 +13452,12 @@ def e429(env):
     t5 = attr_value(t4, 'class', 'class')
     return t5
 
-def e430(env):
+def e440(env):
     t1 = env.lookup('num_bf16')
     if t1 is None: t1 = Missing('num_bf16')
     return t1
 
-def e431(env):
+def e441(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = attr_value(t1, 'layers_of', 'call.layers_of')
@@ -13318,13 +13477,13 @@ def e431(env):
         t4 = ('')
     return t4
 
-def e432(env):
+def e442(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = attr_value(t1, 'line', 'call.line')
     return t2
 
-def e433(env):
+def e443(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1.__class__ is int:
@@ -13374,434 +13533,444 @@ COMPILED = {
     'item.detail': (e1, 2, ('item',)),
     'framework.version': (e2, 2, ('framework',)),
     'item.at': (e3, 2, ('item',)),
-    'etp == tp or etp == 1': (e4, 7, ('etp', 'tp')),
-    "framework.id in ['torchtitan@0.2.x'] and (ep > 1)": (e5, 9, ('ep', 'framework')),
-    'keys.etp': (e6, 2, ('keys',)),
-    'fsdp_tp % expert == 0': (e7, 5, ('expert', 'fsdp_tp')),
-    "framework.id in ['torchtitan@0.2.x']": (e8, 5, ('framework',)),
-    'dp_shard * cp * tp': (e9, 5, ('cp', 'dp_shard', 'tp')),
-    'etp * ep': (e10, 3, ('ep', 'etp')),
-    'fsdp_tp': (e11, 1, ('fsdp_tp',)),
-    'expert': (e12, 1, ('expert',)),
-    "join([e for e in divisors(fsdp_tp // gcd(fsdp_tp, etp) if fsdp_tp % etp == 0 else 1) if e > 1]) if fsdp_tp % etp == 0 else '(none with this etp)'": (e13, 26, ('etp', 'fsdp_tp')),
-    "framework.id in ['torchtitan@0.2.x'] and (etp > 1)": (e14, 9, ('etp', 'framework')),
-    'tp * pp == 1': (e15, 5, ('pp', 'tp')),
-    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and dp_replicate > 1 and dp_shard == 1 and cp == 1 and not (model.name == 'llama4' and ep > 1))": (e16, 33, ('cp', 'dp_replicate', 'dp_shard', 'ep', 'framework', 'model', 'params')),
-    'dp_replicate': (e17, 1, ('dp_replicate',)),
-    'model.name': (e18, 2, ('model',)),
-    'dp_replicate * tp * pp': (e19, 5, ('dp_replicate', 'pp', 'tp')),
-    'keys.dp_replicate': (e20, 2, ('keys',)),
-    'dp_shard * cp > 1': (e21, 5, ('cp', 'dp_shard')),
-    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and ep > 1)": (e22, 15, ('ep', 'framework', 'model', 'params')),
-    "'dp_replicate, fsdp' if dp_replicate > 1 else 'fsdp'": (e23, 6, ('dp_replicate',)),
-    "'[\\'dp_replicate\\', \\'fsdp\\']' if dp_replicate > 1 else 'fsdp'": (e24, 6, ('dp_replicate',)),
-    'model.known': (e25, 2, ('model',)),
-    'model.name != null': (e26, 4, ('model',)),
-    "model.flavor if model.flavor != null else '(none)'": (e27, 8, ('model',)),
-    "model.flavor if model.flavor != null else '<flavor>'": (e28, 8, ('model',)),
-    'model.flavor': (e29, 2, ('model',)),
-    'not pipeline.unknown_schedule': (e30, 3, ('pipeline',)),
-    'training.local_batch_size % pipeline.microbatch_size == 0': (e31, 7, ('pipeline', 'training')),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (pp > 1 and pipeline.microbatch_size != 0)": (e32, 15, ('framework', 'pipeline', 'pp')),
-    'training.local_batch_size': (e33, 2, ('training',)),
-    'pipeline.microbatch_size': (e34, 2, ('pipeline',)),
-    'join(divisors(training.local_batch_size))': (e35, 4, ('training',)),
-    'training.global_batch_size > 0 and training.global_batch_size % per_step == 0': (e36, 11, ('per_step', 'training')),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (training.global_batch_size != -1)": (e37, 12, ('framework', 'training')),
-    'training.local_batch_size * batch': (e38, 4, ('batch', 'training')),
-    'training.global_batch_size': (e39, 2, ('training',)),
-    'batch': (e40, 1, ('batch',)),
-    'per_step': (e41, 1, ('per_step',)),
-    'training.global_batch_size / per_step': (e42, 4, ('per_step', 'training')),
-    'per_step * max(1, training.global_batch_size // per_step)': (e43, 8, ('per_step', 'training')),
-    "plural(max(1, training.global_batch_size // per_step), 'accumulation step')": (e44, 8, ('per_step', 'training')),
-    'per_step * (training.global_batch_size // per_step + 1)': (e45, 8, ('per_step', 'training')),
-    'training.seq_len % divisor == 0': (e46, 6, ('divisor', 'training')),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1)": (e47, 9, ('cp', 'framework')),
-    'tp * 2 * cp': (e48, 5, ('cp', 'tp')),
-    'training.seq_len': (e49, 2, ('training',)),
-    'divisor': (e50, 1, ('divisor',)),
-    'divisor * (training.seq_len // divisor)': (e51, 6, ('divisor', 'training')),
-    'divisor * (training.seq_len // divisor + 1)': (e52, 8, ('divisor', 'training')),
-    "framework.id in ['torchtitan@0.2.x'] and (parallelism.async_tp)": (e53, 8, ('framework', 'parallelism')),
-    'compile.enable': (e54, 2, ('compile',)),
-    "framework.id in ['torchtitan@0.2.x'] and (parallelism.async_tp and tp > 1)": (e55, 12, ('framework', 'parallelism', 'tp')),
-    'seq // cp >= params.min_tokens_per_rank': (e56, 6, ('cp', 'params', 'seq')),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (cp > 1)": (e57, 10, ('cp', 'framework')),
-    'seq': (e58, 1, ('seq',)),
-    'seq // cp': (e59, 3, ('cp', 'seq')),
-    'params.min_tokens_per_rank': (e60, 2, ('params',)),
-    'cp * params.min_tokens_per_rank': (e61, 4, ('cp', 'params')),
-    'model.pipelining': (e62, 2, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (pp > 1)": (e63, 9, ('framework', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (cp == 1 and model.name in params.models)": (e64, 15, ('cp', 'framework', 'model', 'params')),
-    'tp * 2': (e65, 3, ('tp',)),
-    'divisor * max(1, training.seq_len // divisor)': (e66, 8, ('divisor', 'training')),
-    'region % ep == 0': (e67, 5, ('ep', 'region')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (ep > 1)": (e68, 10, ('ep', 'framework')),
-    '[e for e in (choices.ep if choices != null else divisors(region)) if e > 1 and region % e == 0]': (e69, 19, ('choices', 'region')),
-    'region': (e70, 1, ('region',)),
-    "'torchtitan main raises in ParallelDims' if framework_version != '0.3.0' else 'torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten'": (e71, 6, ('framework_version',)),
-    "': ' + framework_error if framework_error != null and error_stage != 'load' else ''": (e72, 12, ('error_stage', 'framework_error')),
-    "'use ep in {' + join(fits) + '}' if len(fits) > 0 else 'no ep > 1 fits: dp_shard·cp·tp is 1'": (e73, 12, ('fits',)),
-    'training.disable_cuda_graphs': (e74, 2, ('training',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (pp > 1))": (e75, 13, ('framework', 'pp', 'trainer')),
-    "not model.is_moe or backend == 'minimal_async_ep' or (backend == 'hybridep' and model.non_blocking_capacity_factor != null)": (e76, 16, ('backend', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (ep > 1 and not training.disable_cuda_graphs))": (e77, 17, ('ep', 'framework', 'trainer', 'training')),
-    "coalesce(model.moe_comm_backend, 'standard')": (e78, 4, ('model',)),
-    'backend': (e79, 1, ('backend',)),
-    'tokens % divisor == 0': (e80, 5, ('divisor', 'tokens')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (divisor > 1))": (e81, 12, ('divisor', 'framework', 'trainer')),
-    '(tp if parallelism.enable_sequence_parallel else 1) * (2 * cp if cp > 1 else 1)': (e82, 14, ('cp', 'parallelism', 'tp')),
-    'training.num_tokens_per_microbatch_per_dp_rank': (e83, 2, ('training',)),
-    'tokens': (e84, 1, ('tokens',)),
-    "'tp ' + str(tp) if parallelism.enable_sequence_parallel and tp > 1 else ''": (e85, 12, ('parallelism', 'tp')),
-    "' × ' if parallelism.enable_sequence_parallel and tp > 1 and cp > 1 else ''": (e86, 13, ('cp', 'parallelism', 'tp')),
-    "'2·cp = ' + str(2 * cp) if cp > 1 else ''": (e87, 11, ('cp',)),
-    'keys.cp if cp > 1 else keys.tp': (e88, 8, ('cp', 'keys')),
-    'divisor * max(1, tokens // divisor)': (e89, 7, ('divisor', 'tokens')),
-    'divisor * (tokens // divisor + 1)': (e90, 7, ('divisor', 'tokens')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and (divisor > 1))": (e91, 12, ('divisor', 'framework', 'trainer')),
-    'training.num_tokens_per_train_step % per_iter == 0': (e92, 6, ('per_iter', 'training')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (training.num_tokens_per_train_step != -1))": (e93, 14, ('framework', 'trainer', 'training')),
-    'parallelism.num_pp_microbatches if pp > 1 else 1': (e94, 7, ('parallelism', 'pp')),
-    'training.num_tokens_per_microbatch_per_dp_rank * microbatches * batch': (e95, 6, ('batch', 'microbatches', 'training')),
-    'training.num_tokens_per_train_step': (e96, 2, ('training',)),
-    "'num_pp_microbatches × ' if pp > 1 else ''": (e97, 6, ('pp',)),
-    "str(microbatches) + ' × ' if pp > 1 else ''": (e98, 9, ('microbatches', 'pp')),
-    'per_iter': (e99, 1, ('per_iter',)),
-    'per_iter * max(1, training.num_tokens_per_train_step // per_iter)': (e100, 8, ('per_iter', 'training')),
-    "plural(max(1, training.num_tokens_per_train_step // per_iter), 'accumulation step')": (e101, 8, ('per_iter', 'training')),
-    'per_iter * (training.num_tokens_per_train_step // per_iter + 1)': (e102, 8, ('per_iter', 'training')),
-    "parallelism.spmd_backend == 'spmd_types'": (e103, 4, ('parallelism',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (cp > 1)": (e104, 9, ('cp', 'framework')),
-    'parallelism.spmd_backend': (e105, 2, ('parallelism',)),
-    "model.attn_backend in (['flex', 'flex_flash', 'sdpa'] if framework_version == '0.3.0' else ['flex', 'flex_flash'])": (e106, 14, ('framework_version', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and model.name != 'flux')": (e107, 15, ('cp', 'framework', 'model')),
-    'model.attn_backend': (e108, 2, ('model',)),
-    "'torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)' if framework_version == '0.3.0' else 'torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.'": (e109, 6, ('framework_version',)),
-    "model.family != 'kimi'": (e110, 4, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (tp > 1)": (e111, 10, ('framework', 'tp')),
-    "' and pipeline_parallel_degree=1' if framework_version == '0.3.0' else ''": (e112, 6, ('framework_version',)),
-    "framework.id in ['torchtitan@0.3.0'] and (pp > 1)": (e113, 9, ('framework', 'pp')),
-    'not model.tie_embeddings': (e114, 3, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1)": (e115, 10, ('framework', 'pp')),
-    "compile.enable and 'model' in compile.components": (e116, 7, ('compile',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (compile.enable_async_tensor_parallel)": (e117, 9, ('compile', 'framework')),
-    "'compile.enable = True' if not compile.enable else ''": (e118, 6, ('compile',)),
-    "' and ' if not compile.enable and not ('model' in compile.components) else ''": (e119, 12, ('compile',)),
-    '"\'model\' in compile.components" if not (\'model\' in compile.components) else \'\'': (e120, 8, ('compile',)),
-    'ep > 1 or not model.is_moe': (e121, 7, ('ep', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (backend in ['deepep', 'hybridep', 'minimal_async_ep'])": (e122, 13, ('backend', 'framework')),
-    "'DeepEP' if backend == 'deepep' else ('HybridEP' if backend == 'hybridep' else 'MinimalAsyncEP')": (e123, 11, ('backend',)),
-    'local % chunks == 0': (e124, 5, ('chunks', 'local')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.loss['class'] in ['ChunkedLossWrapper.Config', 'ChunkedLossWrapperWithParamGrads.Config'] and chunks >= 1 and tokens >= 1 and tokens % sp_cp == 0)": (e125, 31, ('chunks', 'config', 'framework', 'sp_cp', 'tokens', 'trainer')),
-    'config.loss.num_chunks': (e126, 3, ('config',)),
-    'tokens // cp': (e127, 3, ('cp', 'tokens')),
-    'lcm(sp_cp, cp * chunks)': (e128, 5, ('chunks', 'cp', 'sp_cp')),
-    'chunks': (e129, 1, ('chunks',)),
-    "' / cp ' + str(cp) + ' = ' + str(local) if cp > 1 else ''": (e130, 14, ('cp', 'local')),
-    "join([d for d in [max([x for x in divisors(local) if x <= chunks]), min([x for x in divisors(local) if x >= chunks] + [local])] if d > 0], ' or ')": (e131, 27, ('chunks', 'local')),
-    'local': (e132, 1, ('local',)),
-    'step * max(1, tokens // step)': (e133, 7, ('step', 'tokens')),
-    'step * (tokens // step + 1)': (e134, 7, ('step', 'tokens')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and config.loss['class'] in ['ChunkedLossWrapper.Config', 'ChunkedLossWrapperWithParamGrads.Config'] and chunks >= 1 and seq >= 1 and seq % sp_cp == 0)": (e135, 31, ('chunks', 'config', 'framework', 'seq', 'sp_cp', 'trainer')),
-    'step * max(1, seq // step)': (e136, 7, ('seq', 'step')),
-    'step * (seq // step + 1)': (e137, 7, ('seq', 'step')),
-    "parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e138, 6, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and parallelism.context_parallel_load_balancer != null)": (e139, 15, ('cp', 'framework', 'parallelism')),
-    'parallelism.context_parallel_load_balancer': (e140, 2, ('parallelism',)),
-    'not refused': (e141, 2, ('refused',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1)": (e142, 10, ('cp', 'framework')),
-    "model.family in ['kimi', 'qwen3_5'] or (model.family == 'muse_glimmer' and model.flavor in ['debugmodel_mm', '30B_mm'])": (e143, 18, ('model',)),
-    "'Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).' if model.family == 'kimi' else ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...' if model.family == 'qwen3_5' else 'context parallel is not supported for the Muse Glimmer vision encoder.')": (e144, 13, ('model',)),
-    'why': (e145, 1, ('why',)),
-    "', tensor' if model.family != 'kimi' else ''": (e146, 7, ('model',)),
-    'steps <= 1': (e147, 3, ('steps',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (model.name == 'flux')": (e148, 10, ('framework', 'model')),
-    'training.num_tokens_per_microbatch_per_dp_rank * batch': (e149, 4, ('batch', 'training')),
-    'total // per_iter if total > 0 else 1': (e150, 8, ('per_iter', 'total')),
-    'steps': (e151, 1, ('steps',)),
-    'per_iter // batch': (e152, 3, ('batch', 'per_iter')),
-    "model.attn_backend in ['flex', 'flex_flash', 'varlen']": (e153, 7, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.family in ['llama3', 'deepseek_v3', 'qwen3', 'qwen3_5', 'gpt_oss', 'kimi', 'muse_glimmer'] and model.attn_backend != null)": (e154, 23, ('framework', 'model')),
-    "'sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.' if model.attn_backend == 'sdpa' else 'Unknown backend: ' + model.attn_backend": (e155, 10, ('model',)),
-    "model.moe_comm_backend in ['standard', 'deepep', 'hybridep', 'minimal_async_ep']": (e156, 8, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.is_moe and model.moe_comm_backend != null)": (e157, 14, ('framework', 'model')),
-    'model.moe_comm_backend': (e158, 2, ('model',)),
-    "pipeline.schedule != 'PipelineScheduleSingle'": (e159, 4, ('pipeline',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1 and pipeline.schedule != null)": (e160, 15, ('framework', 'pipeline', 'pp')),
-    'parallelism.pipeline_parallel_schedule': (e161, 2, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (parallelism.spmd_backend != null)": (e162, 11, ('framework', 'parallelism')),
-    "(model.family == 'muse_glimmer' and parallelism.spmd_backend != 'spmd_types') or (framework_version == '0.3.0' and model.family in ['kimi', 'qwen3_5'] and parallelism.spmd_backend == 'full_dtensor')": (e163, 25, ('framework_version', 'model', 'parallelism')),
-    '(\'Muse Glimmer only supports spmd_backend="spmd_types"; got "\' + parallelism.spmd_backend + \'".\') if model.family == \'muse_glimmer\' else \'full_dtensor is not supported yet.\'': (e164, 12, ('model', 'parallelism')),
-    "model.name != 'gpt_oss'": (e165, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (model.name == 'flux')": (e166, 11, ('framework', 'model')),
-    "config.optimizer.name in ['Adam', 'AdamW']": (e167, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.name != null)": (e168, 11, ('config', 'framework')),
-    'config.optimizer.name': (e169, 3, ('config',)),
-    "config.optimizer.param_groups[item].optimizer_name in ['Adam', 'AdamW', 'DistMuon']": (e170, 11, ('config', 'item')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.optimizer.param_groups[item].optimizer_name != null)": (e171, 15, ('config', 'framework', 'item')),
-    "range(len(config.optimizer.param_groups)) if 'optimizer' in config and 'param_groups' in config.optimizer and type(config.optimizer.param_groups) == 'list' else []": (e172, 22, ('config',)),
-    'config.optimizer.param_groups[item].pattern': (e173, 6, ('config', 'item')),
-    'config.optimizer.param_groups[item].optimizer_name': (e174, 6, ('config', 'item')),
-    'config.checkpoint.enable == true': (e175, 5, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e176, 18, ('config', 'framework')),
-    'world_size == 1': (e177, 3, ('world_size',)),
-    "config.compile.enable == true and 'model' in config.compile.components": (e178, 11, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.activation_checkpoint['class'] == 'MemoryBudgetAC.Config')": (e179, 16, ('config', 'framework', 'trainer')),
-    'config.compile.enable': (e180, 3, ('config',)),
-    'config.compile.components': (e181, 3, ('config',)),
-    'config.checkpoint.keep_latest_k != 1': (e182, 5, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e183, 22, ('config', 'framework', 'framework_version')),
-    "'when the config is built' if framework_version != '0.2.x' else 'when the checkpointer is built'": (e184, 6, ('framework_version',)),
-    'not (config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false) and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_model_only == false)': (e185, 25, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e186, 16, ('config', 'framework', 'framework_version')),
-    "'checkpoint.last_save_in_hf = true with last_save_model_only = false' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_in_hf = true with initial_load_model_only = false'": (e187, 14, ('config',)),
-    "'torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)' if framework_version != '0.2.x' else 'torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one'": (e188, 6, ('framework_version',)),
-    "'checkpoint.last_save_model_only|checkpoint.last_save_in_hf' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf'": (e189, 14, ('config',)),
-    "'last_save_model_only' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'initial_load_model_only'": (e190, 14, ('config',)),
-    "config.checkpoint.async_mode in ['disabled', 'async', 'async_with_pinned_mem', 'DISABLED', 'ASYNC', 'ASYNC_WITH_PINNED_MEM', 'Disabled', 'Async', 'Async_with_pinned_mem']": (e191, 14, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.async_mode) == 'string')": (e192, 13, ('config', 'framework')),
-    'config.checkpoint.async_mode': (e193, 3, ('config',)),
-    "'model' not in config.checkpoint.exclude_from_loading and (framework_version != 'main@b5bcd76c6' or 'optimizer' not in config.checkpoint.exclude_from_loading or 'lr_scheduler' in config.checkpoint.exclude_from_loading)": (e194, 21, ('config', 'framework_version')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.exclude_from_loading) == 'list')": (e195, 13, ('config', 'framework')),
-    'config.checkpoint.exclude_from_loading': (e196, 3, ('config',)),
-    "'the model is what a checkpoint restores: ' if 'model' in config.checkpoint.exclude_from_loading else 'the learning-rate schedulers hold the optimizers: '": (e197, 8, ('config',)),
-    '"model key shouldn\'t be in exclude_from_loading." if \'model\' in config.checkpoint.exclude_from_loading else \'lr_scheduler must be excluded when optimizer is excluded.\'': (e198, 8, ('config',)),
-    '\'drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)\' if \'model\' in config.checkpoint.exclude_from_loading else \'add "lr_scheduler" to exclude_from_loading\'': (e199, 8, ('config',)),
-    'ep == 1 and pp == 1': (e200, 7, ('ep', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.early_step_in_backward == true)": (e201, 11, ('config', 'framework')),
-    "'expert_parallel_degree = ' + str(ep) if ep > 1 else 'pipeline_parallel_degree = ' + str(pp)": (e202, 12, ('ep', 'pp')),
-    "'Expert' if ep > 1 else 'Pipeline'": (e203, 6, ('ep',)),
-    "'expert_parallel_degree' if ep > 1 else 'pipeline_parallel_degree'": (e204, 6, ('ep',)),
-    'config.quantize.linear.float8.enable_fsdp_float8_all_gather != true': (e205, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.float8' in config.model.converters and config.quantize.linear.float8.recipe_name != null)": (e206, 26, ('config', 'framework')),
-    'config.quantize.linear.float8.recipe_name': (e207, 5, ('config',)),
-    'pp == 1 and cp == 1': (e208, 7, ('cp', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.grouped_mm.float8' in config.model.converters)": (e209, 18, ('config', 'framework')),
-    "'pipeline_parallel_degree = ' + str(pp) if pp > 1 else 'context_parallel_degree = ' + str(cp)": (e210, 12, ('cp', 'pp')),
-    "'pipeline' if pp > 1 else 'context'": (e211, 6, ('pp',)),
-    "'pipeline_parallel_degree' if pp > 1 else 'context_parallel_degree'": (e212, 6, ('pp',)),
-    'tp == 1': (e213, 3, ('tp',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.mx' in config.model.converters and config.compile.enable == true and 'model' in config.compile.components)": (e214, 30, ('config', 'framework')),
-    "not (any([c in ['quantize.linear.float8', 'quantize.grouped_mm.float8'] for c in config.model.converters]) and any([c in ['quantize.linear.mx', 'quantize.grouped_mm.mx'] for c in config.model.converters]))": (e215, 22, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list')": (e216, 12, ('config', 'framework')),
-    'config.model.converters': (e217, 3, ('config',)),
-    'batch == 1': (e218, 3, ('batch',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (config.dataloader.repeat == false)": (e219, 11, ('config', 'framework')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint) == 'table' and config.checkpoint['class'] != null)": (e220, 19, ('config', 'framework')),
-    '[x for x in [[strip(config.checkpoint.folder) == \'\', \'checkpoint.folder\', "ValueError: The \'folder\' field cannot be empty.", "name a folder (the default is \'checkpoint\')", config.checkpoint.folder], [config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\' and not startswith(strip(config.checkpoint.initial_load_path), \'/\') and not (\'://\' in config.checkpoint.initial_load_path), \'checkpoint.initial_load_path\', "ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)", "write an absolute path (/...) or a remote URI (gs://..., s3://...)", config.checkpoint.initial_load_path], [config.checkpoint.interval < 1, \'checkpoint.interval\', "ValueError: Checkpoint interval needs to be at least 1 step.", "use interval >= 1", config.checkpoint.interval], [config.checkpoint.keep_latest_k < 0, \'checkpoint.keep_latest_k\', "ValueError: keep_latest_k cannot be negative.", "use keep_latest_k = 0 (keep all) or >= 2", config.checkpoint.keep_latest_k], [config.checkpoint.initial_load_in_hf_quantized == true and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\'), \'checkpoint.initial_load_in_hf_quantized\', "ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.", "set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized", config.checkpoint.initial_load_in_hf_quantized], [config.checkpoint.last_save_in_hf == true and \'://\' in config.checkpoint.folder, \'checkpoint.folder|checkpoint.last_save_in_hf\', "ValueError: last_save_in_hf is not supported with a remote checkpoint.folder", "save in DCP format to a remote folder, or in Hugging Face format to a local one", config.checkpoint.folder], [config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and \'://\' in config.checkpoint.initial_load_path, \'checkpoint.initial_load_path\', "ValueError: initial_load_in_hf is not supported with a remote initial_load_path", "copy the Hugging Face checkpoint to a local path", config.checkpoint.initial_load_path]] if x[0]]': (e221, 149, ('config',)),
-    'item[4]': (e222, 3, ('item',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e223, 17, ('config', 'framework')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e224, 21, ('config', 'framework', 'framework_version')),
-    "framework.id in ['torchtitan@0.2.x'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e225, 15, ('config', 'framework', 'framework_version')),
-    "config.model.name != 'flux' and config.compile.enable == true and 'model' in config.compile.components": (e226, 17, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'memory_budget')": (e227, 11, ('config', 'framework')),
-    "'model flux (its parallelize never compiles the model for it)' if config.model.name == 'flux' else 'compile.enable = ' + str(config.compile.enable) + ' and compile.components = [' + join(config.compile.components) + ']'": (e228, 22, ('config',)),
-    '\'use mode = "full" or "selective" on flux\' if config.model.name == \'flux\' else \'set [compile] enable = true with "model" in components, or use mode = "full" or "selective"\'': (e229, 8, ('config',)),
-    "config.activation_checkpoint.selective_ac_option == 'op' or isdigit(config.activation_checkpoint.selective_ac_option)": (e230, 10, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'selective')": (e231, 11, ('config', 'framework')),
-    'config.activation_checkpoint.selective_ac_option': (e232, 3, ('config',)),
-    'config.checkpoint.initial_load_in_hf == true': (e233, 5, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.enable == true and config.checkpoint.initial_load_in_hf_quantized == true)": (e234, 17, ('config', 'framework')),
-    'ep != null and ep > 1 and (etp == null or etp <= 1)': (e235, 15, ('ep', 'etp')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.parallelism.expert_parallel_comm_backend == 'deepep' and config.model.name in ['llama4', 'deepseek_v3'])": (e236, 19, ('config', 'framework')),
-    "'expert_parallel_degree = ' + str(ep) if ep == null or ep <= 1 else 'expert_tensor_parallel_degree = ' + str(etp)": (e237, 16, ('ep', 'etp')),
-    'config.model.name': (e238, 3, ('config',)),
-    "'ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.' if ep == null or ep <= 1 else 'NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.'": (e239, 10, ('ep',)),
-    '\'set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"\' if ep == null or ep <= 1 else \'set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"\'': (e240, 10, ('ep',)),
-    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise') in ['rowwise', 'rowwise_with_gw_hp']": (e241, 11, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.model.name == 'deepseek_v3' and tp != null and tp > 1 and type(config.model.converters) == 'list' and 'float8' in config.model.converters)": (e242, 32, ('config', 'framework', 'tp')),
-    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise, the default')": (e243, 7, ('config',)),
-    "config.activation_checkpoint.mode == 'none'": (e244, 5, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.model.name in ['llama4', 'qwen3', 'deepseek_v3', 'gpt_oss'] and ep != null and ep > 1 and pp != null and pp > 1 and config.parallelism.pipeline_parallel_expert_parallel_overlap == true and lower(config.parallelism.pipeline_parallel_schedule) == 'dualpipev')": (e245, 44, ('config', 'ep', 'framework', 'pp')),
-    'config.parallelism.pipeline_parallel_schedule': (e246, 3, ('config',)),
-    'config.activation_checkpoint.mode': (e247, 3, ('config',)),
-    "config.activation_checkpoint['class'] != 'SelectiveAC.Config'": (e248, 6, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.debug.spmd_typechecking == true and parallelism.spmd_backend == 'spmd_types' and model.attn_backend in ['flex', 'flex_flash'])": (e249, 27, ('config', 'framework', 'model', 'parallelism', 'trainer')),
-    "config.activation_checkpoint['class'] == 'FullAC.Config' or ('memory_policy' in keys(config.compile) and coalesce(config.compile.memory_policy, 'none') == 'full')": (e250, 20, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and ep != null and ep > 1)": (e251, 25, ('ep', 'framework', 'model', 'trainer')),
-    "coalesce(config.activation_checkpoint['class'], 'none')": (e252, 6, ('config',)),
-    'tokens % shards == 0': (e253, 5, ('shards', 'tokens')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e254, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
-    'cp * tp': (e255, 3, ('cp', 'tp')),
-    'shards': (e256, 1, ('shards',)),
-    'shards * max(1, tokens // shards)': (e257, 7, ('shards', 'tokens')),
-    'shards * (tokens // shards + 1)': (e258, 7, ('shards', 'tokens')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e259, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
-    "config.parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e260, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer != null and config.parallelism.context_parallel_load_balancer != '')": (e261, 21, ('config', 'cp', 'framework')),
-    'config.parallelism.context_parallel_load_balancer': (e262, 3, ('config',)),
-    'not bad_vision and not bad_linear': (e263, 5, ('bad_linear', 'bad_vision')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and tp > 1)": (e264, 13, ('framework', 'tp', 'trainer')),
-    "model.family in ['kimi', 'muse_glimmer'] and model.vision_n_heads != null and model.vision_n_heads % tp != 0": (e265, 18, ('model', 'tp')),
-    'model.linear_key_heads != null and model.linear_value_heads != null and (model.linear_key_heads % tp != 0 or model.linear_value_heads % tp != 0)': (e266, 23, ('model', 'tp')),
-    'model.vision_n_heads if bad_vision else gcd(model.linear_key_heads, model.linear_value_heads)': (e267, 9, ('bad_vision', 'model')),
-    '[t for t in (choices.tp if choices != null else divisors(limit)) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and limit % t == 0]': (e268, 27, ('choices', 'gpus_per_node', 'limit')),
-    "'vision encoder has ' + str(model.vision_n_heads) + ' heads' if bad_vision else 'gated DeltaNet layers have ' + str(model.linear_key_heads) + ' key and ' + str(model.linear_value_heads) + ' value heads'": (e269, 22, ('bad_vision', 'model')),
-    "'asserts: vision num_heads (' + str(model.vision_n_heads) + ') must be divisible by TP degree (' + str(tp) + ')' if bad_vision and model.family == 'muse_glimmer' else ('raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide vision num_heads (' + str(model.vision_n_heads) + ').' if bad_vision else 'raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide n_key_heads (' + str(model.linear_key_heads) + ') and n_value_heads (' + str(model.linear_value_heads) + ').')": (e270, 51, ('bad_vision', 'model', 'tp')),
-    'training.max_context_length <= model.rope_max_len': (e271, 5, ('model', 'training')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.rope_max_len != null and training.max_context_length != null)": (e272, 18, ('framework', 'model', 'trainer', 'training')),
-    'training.max_context_length': (e273, 2, ('training',)),
-    'model.rope_max_len': (e274, 2, ('model',)),
-    'training.seq_len <= model.rope_max_len': (e275, 5, ('model', 'training')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.rope_max_len != null and training.seq_len != null)": (e276, 18, ('framework', 'model', 'trainer', 'training')),
-    'model.validator == true': (e277, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.validation.enable == true and model.validator != null)": (e278, 16, ('config', 'framework', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.num_mtp_layers != null and model.num_mtp_layers > 0)": (e279, 16, ('framework', 'model')),
-    'model.num_mtp_layers': (e280, 2, ('model',)),
-    'keys.pp if pp > 1 else keys.cp': (e281, 8, ('keys', 'pp')),
-    "'use pipeline_parallel_degree = 1' if pp > 1 else 'use context_parallel_degree = 1'": (e282, 6, ('pp',)),
-    "' and context_parallel_degree = 1' if pp > 1 and cp > 1 else ''": (e283, 10, ('cp', 'pp')),
-    "config.compile.backend in ['inductor', 'aot_eager']": (e284, 7, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.compile['class'] == 'CompileConfig' and config.compile.enable == true and type(config.compile.components) == 'list' and 'model' in config.compile.components and model.attn_backend in ['flex', 'flex_flash'] and config.compile.backend != null)": (e285, 48, ('config', 'framework', 'model', 'trainer')),
-    'config.compile.backend': (e286, 3, ('config',)),
-    "parallelism.spmd_backend == 'spmd_types' and parallelism.enable_sequence_parallel == true": (e287, 9, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.tp_gemm_backend == 'dist_gemm' and parallelism.spmd_backend != null and parallelism.enable_sequence_parallel != null)": (e288, 21, ('framework', 'model', 'parallelism')),
-    '\'spmd_backend = "\' + parallelism.spmd_backend + \'"\' if parallelism.spmd_backend != \'spmd_types\' else \'enable_sequence_parallel = false\'': (e289, 12, ('parallelism',)),
-    "'parallelism.spmd_backend=spmd_types' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e290, 7, ('parallelism',)),
-    "'parallelism.spmd_backend' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e291, 7, ('parallelism',)),
-    '\'use spmd_backend = "spmd_types" (the default)\' if parallelism.spmd_backend != \'spmd_types\' else \'set enable_sequence_parallel = True (the default)\'': (e292, 7, ('parallelism',)),
-    "parallelism.spmd_backend != 'full_dtensor'": (e293, 4, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0'] and (model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and parallelism.spmd_backend != null)": (e294, 18, ('framework', 'model', 'parallelism')),
-    'model.registered == true': (e295, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (model.registered != null and config.experimental.custom_import == '')": (e296, 16, ('config', 'framework', 'model')),
-    "(sdpa_only and model.attn_type == 'sdpa') or (llama3_args and model.attn_type != 'varlen')": (e297, 13, ('llama3_args', 'model', 'sdpa_only')),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and model.attn_type != null and (sdpa_only or llama3_args))": (e298, 18, ('cp', 'framework', 'llama3_args', 'model', 'sdpa_only')),
-    "model.name in ['deepseek_v3', 'autoparallel.deepseek_v3', 'compiler_toolkit.deepseek_v3', 'simple_fsdp.deepseek_v3', 'llama4', 'qwen3']": (e299, 10, ('model',)),
-    "model.name in ['llama3', 'llama3_ft', 'autoparallel.llama3', 'compiler_toolkit.llama3', 'simple_fsdp.llama3']": (e300, 9, ('model',)),
-    'model.attn_type': (e301, 2, ('model',)),
-    "'Context Parallel only supports SDPA attention.' if sdpa_only else 'Context Parallel only supports SDPA and FlexAttention.'": (e302, 4, ('sdpa_only',)),
-    "'sdpa' if sdpa_only else 'sdpa or flex'": (e303, 4, ('sdpa_only',)),
-    "framework.id in ['torchtitan@0.3.0']": (e304, 5, ('framework',)),
-    '[x for x in ([[len(sources) > 0 and any([v != infinite[0] for v in infinite]), \'ValueError: All data sources must have the same \' + chr_q + \'infinite\' + chr_q + \' setting (\' + join([names[i] + \': infinite=\' + (\'True\' if infinite[i] else \'False\') for i in range(len(sources))], \', \') + \')\', \'give every source the same infinite= (the default is True)\', cfg], [any([type(w) in [\'int\', \'float\'] and w < 0 for w in weights]), \'ValueError: All weights must be non-negative (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'use weights >= 0; a weight is a source\' + chr_q + \'s share of the tokens\', build], [len(sources) > 0 and all([type(w) in [\'int\', \'float\'] and w >= 0 for w in weights]) and sum(weights) == 0, \'ValueError: Sum of weights must be positive (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'give at least one source a weight > 0\', build], [type(config.dataloader.stopping_strategy) == \'string\' and config.dataloader.stopping_strategy not in [\'on_first_exhausted\', \'all_exhausted\'], \'ValueError: stopping_strategy must be \' + chr_q + \'on_first_exhausted\' + chr_q + \' or \' + chr_q + \'all_exhausted\' + chr_q + \', got \' + chr_q + str(config.dataloader.stopping_strategy) + chr_q, \'use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"\', build]] if readable else []) if x[0]]': (e305, 164, ('build', 'cfg', 'chr_q', 'config', 'infinite', 'names', 'readable', 'sources', 'weights')),
-    'config.dataloader.sources': (e306, 3, ('config',)),
-    '[coalesce(s.weight, 1) for s in sources]': (e307, 6, ('sources',)),
-    '[coalesce(s.infinite, true) for s in sources]': (e308, 6, ('sources',)),
-    "[str(coalesce(s.dataset, s.dataset_path, '')) for s in sources]": (e309, 9, ('sources',)),
-    "'when it builds the config (the Config' + chr_q + 's __post_init__)'": (e310, 5, ('chr_q',)),
-    "'when the trainer builds the dataloader (InterleavedDataset), before the first step'": (e311, 1, ()),
-    "framework.id == 'torchtitan@0.3.0' and config.dataloader.class in ['InterleavedHuggingFaceTextDataLoader.Config', 'InterleavedChatDataLoader.Config'] and type(sources) == 'list' and all([type(s) == 'table' for s in sources])": (e312, 25, ('config', 'framework', 'sources')),
-    'config.dataloader.class': (e313, 3, ('config',)),
-    "join(names, ', ')": (e314, 3, ('names',)),
-    'len(unknown) == 0': (e315, 4, ('unknown',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.enable == true and type(config.checkpoint.exclude_from_loading) == 'list' and (framework_version == '0.2.x' or config.checkpoint.class == 'CheckpointManager.Config'))": (e316, 30, ('config', 'framework', 'framework_version')),
-    "['model', 'optimizer', 'lr_scheduler', 'dataloader', 'train_state']": (e317, 6, ()),
-    '[k for k in config.checkpoint.exclude_from_loading if k not in states]': (e318, 8, ('config', 'states')),
-    '[str(k) for k in config.checkpoint.exclude_from_loading]': (e319, 6, ('config',)),
-    "join(exclude, ', ')": (e320, 3, ('exclude',)),
-    "join(unknown, ', ')": (e321, 3, ('unknown',)),
-    "'is not a state' if len(unknown) == 1 else 'are not states'": (e322, 7, ('unknown',)),
-    "join(states, ', ')": (e323, 3, ('states',)),
-    'unknown[0]': (e324, 3, ('unknown',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6']": (e325, 5, ('framework',)),
-    "([x for x in [['checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'checkpoint.folder (under dump_folder)', folder, 'checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'dump_folder'], ['checkpoint.initial_load_path', config.checkpoint.initial_load_path, 'checkpoint.initial_load_path']] if type(x[1]) == 'string' and x[1] != '' and '://' in x[1]]) if applies else []": (e326, 58, ('applies', 'config', 'folder')),
-    "config.checkpoint.folder if '://' in config.checkpoint.folder or startswith(config.checkpoint.folder, '/') or '://' not in config.dump_folder else config.dump_folder + '/' + config.checkpoint.folder": (e327, 28, ('config',)),
-    "framework.id == 'torchtitan@main@b5bcd76c6' and config.checkpoint.class == 'TorchCheckpointingManager.Config' and config.checkpoint.enable == true and type(config.checkpoint.folder) == 'string' and type(config.dump_folder) == 'string'": (e328, 29, ('config', 'framework')),
-    "'checkpoint.initial_load_path' if item[2] == 'checkpoint.initial_load_path' else 'checkpoint.folder'": (e329, 8, ('item',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0']": (e330, 6, ('framework',)),
-    '[[x[0], x[1], x[2], x[3], x[4], lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]] for x in plain + srcs + val + v02 if (lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]) not in datasets.registries[x[2]].names]': (e331, 62, ('datasets', 'plain', 'srcs', 'v02', 'val')),
-    "framework_version == '0.3.0' and type(config.dataloader) == 'table'": (e332, 9, ('config', 'framework_version')),
-    "[['dataloader.dataset', config.dataloader.dataset, datasets.loaders[config.dataloader.class], config.dataloader.class, 'dataloader.dataset']] if reg and config.dataloader.class in keys(datasets.loaders) and type(config.dataloader.dataset) == 'string' else []": (e333, 34, ('config', 'datasets', 'reg')),
-    "[['dataloader.sources', s[i].dataset, datasets.source_loaders[config.dataloader.class], config.dataloader.class, 'dataloader.sources[' + str(i) + '].dataset'] for i in range(0, len(s)) if type(s[i]) == 'table' and type(s[i].dataset) == 'string'] if reg and config.dataloader.class in keys(datasets.source_loaders) and type(config.dataloader.sources) == 'list' else []": (e334, 58, ('config', 'datasets', 'reg', 's')),
-    "[['validator.dataloader.dataset', config.validator.dataloader.dataset, datasets.loaders[config.validator.dataloader.class], config.validator.dataloader.class + ' (the validator)', 'validator.dataloader.dataset']] if framework_version == '0.3.0' and type(config.validator) == 'table' and config.validator.enable == true and type(config.validator.dataloader) == 'table' and config.validator.dataloader.class in keys(datasets.loaders) and type(config.validator.dataloader.dataset) == 'string' else []": (e335, 62, ('config', 'datasets', 'framework_version')),
-    "[['training.dataset', config.training.dataset, datasets.models[config.model.name], 'model ' + config.model.name, 'training.dataset']] if framework_version == '0.2.x' and type(config.model.name) == 'string' and config.model.name in keys(datasets.models) and type(config.training.dataset) == 'string' else []": (e336, 45, ('config', 'datasets', 'framework_version')),
-    'framework_version': (e337, 1, ('framework_version',)),
-    "join(datasets.registries[item[2]].names, ', ')": (e338, 9, ('datasets', 'item')),
-    'item[5]': (e339, 3, ('item',)),
-    "[] if framework_version != 'main@b5bcd76c6' else [['ValueError: num_packing_bins must be positive (num_packing_bins = ' + str(n.num_packing_bins) + ')', 'when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)', 'use num_packing_bins >= 1 (the default is 8)'] for n in nodes if 'num_packing_bins' in keys(n) and type(n.num_packing_bins) == 'int' and n.num_packing_bins <= 0] + [['ValueError: DatasetMixConfig requires finite, positive-weight datasets (' + ('no datasets' if len(n.datasets) == 0 else 'weights ' + join([str(d.weight) if 'weight' in keys(d) else '1.0' for d in n.datasets], ', ')) + ')', 'when the trainer builds the dataloader (DatasetMixConfig.build), before the first step', 'give the mix at least one dataset' if len(n.datasets) == 0 else 'give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and ((len(n.datasets) == 0 and n['class'] == 'DatasetMixConfig') or any([type(d) == 'table' and 'weight' in keys(d) and type(d.weight) in ['int', 'float'] and (str(d.weight) in ['inf', '-inf', 'nan'] or d.weight <= 0) for d in n.datasets]))] + [['TypeError: DatasetConcatConfig requires map-style children (it has none)', 'when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step', 'give the concatenation at least one map-style dataset (a random-access source)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and len(n.datasets) == 0 and n['class'] == 'DatasetConcatConfig'] + [['ValueError: first-class Hugging Face fields repeated in kwargs: [' + join([chr_q + k + chr_q for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ']', 'when it builds the config (the Hugging Face source Config' + chr_q + 's __post_init__)', 'pass ' + join([k for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ' as the source' + chr_q + 's own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'] for n in nodes if 'source' in keys(n) and type(n.source) == 'table' and 'load_dataset_kwargs' in keys(n.source) and type(n.source.load_dataset_kwargs) == 'table' and any([k in hf for k in keys(n.source.load_dataset_kwargs)])]": (e340, 241, ('chr_q', 'framework_version', 'hf', 'nodes')),
-    "config.dataloader.dataset if type(config.dataloader) == 'table' and 'dataset' in keys(config.dataloader) and type(config.dataloader.dataset) == 'table' else null": (e341, 23, ('config',)),
-    "(d.dataset if type(d) == 'table' and 'dataset' in keys(d) and type(d.dataset) == 'table' else null)": (e342, 19, ('d',)),
-    "(d2.dataset if type(d2) == 'table' and 'dataset' in keys(d2) and type(d2.dataset) == 'table' else null)": (e343, 19, ('d2',)),
-    "(d3.dataset if type(d3) == 'table' and 'dataset' in keys(d3) and type(d3.dataset) == 'table' else null)": (e344, 19, ('d3',)),
-    "[c for c in [d, d2, d3, d4] if type(c) == 'table']": (e345, 11, ('d', 'd2', 'd3', 'd4')),
-    "[x for x in ([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list'][0] if len([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list']) > 0 else []) if type(x) == 'table']": (e346, 41, ('chain',)),
-    "chain + items + [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] + [y.dataset for y in [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] if 'dataset' in keys(y) and type(y.dataset) == 'table']": (e347, 46, ('chain', 'items')),
-    "['split', 'name', 'revision', 'streaming']": (e348, 5, ()),
-    "order in ['block', 'raster'] and not (mrope and order != 'block')": (e349, 12, ('mrope', 'order')),
-    "framework.id in ['torchtitan@0.3.0'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e350, 21, ('config', 'framework', 'mrope', 'order')),
-    "config.dataloader if framework_version == '0.3.0' and config.dataloader.class == 'MMDataLoader.Config' else null": (e351, 13, ('config', 'framework_version')),
-    "(c.patch_order if 'patch_order' in keys(c) and c.patch_order != null else 'block') if type(c) == 'table' else null": (e352, 19, ('c',)),
-    "(c.build_mrope_positions if 'build_mrope_positions' in keys(c) and c.build_mrope_positions != null else false) if type(c) == 'table' else null": (e353, 19, ('c',)),
-    "'dataloader'": (e354, 1, ()),
-    'where': (e355, 1, ('where',)),
-    'order': (e356, 1, ('order',)),
-    "' with build_mrope_positions = True' if mrope else ''": (e357, 4, ('mrope',)),
-    "'patch_order must be ' + chr_q + 'block' + chr_q + ' or ' + chr_q + 'raster' + chr_q + ', got ' + chr_q + order + chr_q if order not in ['block', 'raster'] else 'MRoPE requires patch_order=' + chr_q + 'block' + chr_q + ', got ' + chr_q + order + chr_q": (e358, 44, ('chr_q', 'order')),
-    '\'use patch_order="block" (the default) or "raster"\' if order not in [\'block\', \'raster\'] else \'use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE\'': (e359, 8, ('order',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e360, 21, ('config', 'framework', 'mrope', 'order')),
-    "config.dataloader.collator if framework_version == 'main@b5bcd76c6' and 'collator' in keys(config.dataloader) and type(config.dataloader.collator) == 'table' and ('patch_order' in keys(config.dataloader.collator) or 'build_mrope_positions' in keys(config.dataloader.collator)) else null": (e361, 35, ('config', 'framework_version')),
-    "'dataloader.collator'": (e362, 1, ()),
-    'len(bad) == 0': (e363, 4, ('bad',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and any([c.kind == 'lora' for c in model.converters]))": (e364, 21, ('framework', 'model')),
-    "[c for c in model.converters if c.kind == 'lora' and 'rank' in c and type(c.rank) in ['int', 'float', 'null'] and c.rank <= 0]": (e365, 26, ('model',)),
-    'bad[0].class': (e366, 4, ('bad',)),
-    'bad[0].rank': (e367, 4, ('bad',)),
-    'len(late) == 0': (e368, 4, ('late',)),
-    'model.converters': (e369, 2, ('model',)),
-    "[i for i in range(len(conv)) if conv[i].kind == 'lora']": (e370, 11, ('conv',)),
-    "[conv[i] for i in range(len(conv)) if len(loras) > 0 and i > loras[0] and conv[i].kind == 'quantization']": (e371, 24, ('conv', 'loras')),
-    'late[0].class': (e372, 4, ('late',)),
-    'conv[loras[0]].class': (e373, 6, ('conv', 'loras')),
-    'join([c.class for c in late])': (e374, 5, ('late',)),
-    "model.moe_comm_backend not in ['deepep', 'minimal_async_ep']": (e375, 6, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and model.is_moe == true and model.moe_comm_backend != null and any([c.pads_dispatcher == true for c in model.converters]))": (e376, 31, ('framework', 'model')),
-    '[c for c in model.converters if c.pads_dispatcher == true]': (e377, 8, ('model',)),
-    'padding[0].class': (e378, 4, ('padding',)),
-    'padding[0].name': (e379, 4, ('padding',)),
-    'not missing and not unknown_key': (e380, 5, ('missing', 'unknown_key')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer != false and cp > 1 and lb == 'ptrr' and model.attn_masks == 'dict' and model.attn_backend in ['flex', 'flex_flash'])": (e381, 31, ('cp', 'framework', 'lb', 'model', 'trainer')),
-    'config.parallelism.context_parallel_ptrr_mask_key': (e382, 3, ('config',)),
-    "any(['context_parallel_ptrr_mask_key' in u.key or u.key == 'parallelism' or 'parallelism.*' in u.key or u.key == '' for u in unreadable])": (e383, 22, ('unreadable',)),
-    'mask_key == null and not key_unread': (e384, 6, ('key_unread', 'mask_key')),
-    'mask_key != null and model.attn_mask_keys != null and mask_key not in model.attn_mask_keys': (e385, 13, ('mask_key', 'model')),
-    '\'context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key\' if missing else \'context_parallel_ptrr_mask_key = "\' + mask_key + \'"\'': (e386, 8, ('mask_key', 'missing')),
-    "' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else ''": (e387, 13, ('model',)),
-    '\'PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.\' if missing else \'context_parallel_ptrr_mask_key \' + "\'" + mask_key + "\'" + \' is not a key in attention_masks.\'': (e388, 12, ('mask_key', 'missing')),
-    "'parallelism.context_parallel_ptrr_mask_key' if unknown_key else 'parallelism.context_parallel_load_balancer'": (e389, 4, ('unknown_key',)),
-    "'set context_parallel_ptrr_mask_key to the mask the balancer is built from' + (' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else '') if missing else 'name one of the masks the model builds: ' + join(model.attn_mask_keys)": (e390, 22, ('missing', 'model')),
-    "model.attn_type != 'sdpa'": (e391, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer == 'ptrr' and model.attn_type != null)": (e392, 20, ('config', 'cp', 'framework', 'model')),
-    'len(hits) == 0': (e393, 4, ('hits',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (not lora_before and (call == null or upto > 0))": (e394, 17, ('call', 'framework', 'lora_before', 'upto')),
-    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter] if type(model.converters) == 'list' else []": (e395, 21, ('model', 'params')),
-    'model.converters[item]': (e396, 4, ('item', 'model')),
-    'conv.fqns_call': (e397, 2, ('conv',)),
-    'int(call.num_layers - (-((-(call.num_layers * call.bf16_tail_fraction)) // 1))) if call != null else 0': (e398, 18, ('call',)),
-    "(['layers.' + str(i) + '.' for i in range(upto)] if call != null else conv.fqns) if 'fqns' in conv else []": (e399, 20, ('call', 'conv', 'upto')),
-    '[e for e in model.linears if e.in_features % params.block != 0 or e.out_features % params.block != 0]': (e400, 19, ('model', 'params')),
-    '[[e.order[k], e.fqns[k], e.in_features, e.out_features, e.fqn] for e in bad for k in range(len(e.fqns)) if len(targets) == 0 or any([t in e.fqns[k] for t in targets])]': (e401, 35, ('bad', 'targets')),
-    'min([h[0] for h in hits])': (e402, 6, ('hits',)),
-    '[h for h in hits if h[0] == first_at][0]': (e403, 10, ('first_at', 'hits')),
-    "'in_features' if first[2] % params.block != 0 else 'out_features'": (e404, 11, ('first', 'params')),
-    'sorted([e.fqn for e in bad if any([h[4] == e.fqn for h in hits])])': (e405, 14, ('bad', 'hits')),
-    "any([model.converters[j].kind == 'lora' for j in range(item)])": (e406, 11, ('item', 'model')),
-    "len(targets) == 0 and any([h[1] == 'lm_head' for h in hits]) and len([h for h in hits if h[1] != 'lm_head']) == 0": (e407, 25, ('hits', 'targets')),
-    'true': (e408, 1, ()),
-    'conv.class': (e409, 2, ('conv',)),
-    '\'fqns=[\' + join([\'"\' + t + \'"\' for t in conv.fqns]) + \']\' if call == null and \'fqns\' in conv else (\'fqns=nvfp4_bf16_tail_fqns(\' + str(call.num_layers) + \', \' + str(call.bf16_tail_fraction) + \'): layers 0-\' + str(upto - 1) if call != null else \'no fqns: every Linear\')': (e410, 44, ('call', 'conv', 'upto')),
-    "plural(len(hits), 'Linear')": (e411, 4, ('hits',)),
-    'params.block': (e412, 2, ('params',)),
-    'join(patterns)': (e413, 2, ('patterns',)),
-    'first[1]': (e414, 3, ('first',)),
-    'first[2]': (e415, 3, ('first',)),
-    'first[3]': (e416, 3, ('first',)),
-    'which': (e417, 1, ('which',)),
-    "first[2] if which == 'in_features' else first[3]": (e418, 10, ('first', 'which')),
-    'n - num_bf16 > 0': (e419, 5, ('n', 'num_bf16')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6']": (e420, 6, ('framework',)),
-    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter and model.converters[i].fqns_call != null] if type(model.converters) == 'list' else []": (e421, 29, ('model', 'params')),
-    'model.converters[item].fqns_call': (e422, 5, ('item', 'model')),
-    'call.num_layers': (e423, 2, ('call',)),
-    'call.bf16_tail_fraction': (e424, 2, ('call',)),
-    'int(-((-(n * f)) // 1))': (e425, 8, ('f', 'n')),
-    "str(f) + ('.0' if type(f) == 'float' and f == int(f) else '')": (e426, 15, ('f',)),
-    'n': (e427, 1, ('n',)),
-    'f_text': (e428, 1, ('f_text',)),
-    'model.converters[item].class': (e429, 5, ('item', 'model')),
-    'num_bf16': (e430, 1, ('num_bf16',)),
-    "' of ' + call.layers_of.name + ' ' + call.layers_of.flavor if call.layers_of != null else ''": (e431, 17, ('call',)),
-    'call.line': (e432, 2, ('call',)),
-    "'use a bf16_tail_fraction of at most ' + str(n - 1) + '/' + str(n) + ' (0.15 keeps the last ' + str(int(-((-(n * 0.15)) // 1))) + ' of ' + str(n) + ' layers in bf16), or' if n > 1 else 'with one layer there is no tail to keep:'": (e433, 35, ('n',)),
+    "framework.id in ['torchtitan@0.1.0']": (e4, 5, ('framework',)),
+    'ignored_keys': (e5, 1, ('ignored_keys',)),
+    'item.suggestion != null': (e6, 4, ('item',)),
+    'item.suggestion == null and len(item.elsewhere) > 0': (e7, 10, ('item',)),
+    'item.suggestion == null and len(item.elsewhere) == 0 and len(item.other_versions) > 0': (e8, 16, ('item',)),
+    'item.suggestion == null and len(item.elsewhere) == 0 and len(item.other_versions) == 0': (e9, 16, ('item',)),
+    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else (' (it is a key of [' + item.elsewhere[0] + '])' if len(item.elsewhere) > 0 else '')": (e10, 26, ('item',)),
+    'item.elsewhere[0]': (e11, 4, ('item',)),
+    "join(item.other_versions, ' and ')": (e12, 4, ('item',)),
+    'item.other_versions[0]': (e13, 4, ('item',)),
+    'etp == tp or etp == 1': (e14, 7, ('etp', 'tp')),
+    "framework.id in ['torchtitan@0.2.x'] and (ep > 1)": (e15, 9, ('ep', 'framework')),
+    'keys.etp': (e16, 2, ('keys',)),
+    'fsdp_tp % expert == 0': (e17, 5, ('expert', 'fsdp_tp')),
+    "framework.id in ['torchtitan@0.2.x']": (e18, 5, ('framework',)),
+    'dp_shard * cp * tp': (e19, 5, ('cp', 'dp_shard', 'tp')),
+    'etp * ep': (e20, 3, ('ep', 'etp')),
+    'fsdp_tp': (e21, 1, ('fsdp_tp',)),
+    'expert': (e22, 1, ('expert',)),
+    "join([e for e in divisors(fsdp_tp // gcd(fsdp_tp, etp) if fsdp_tp % etp == 0 else 1) if e > 1]) if fsdp_tp % etp == 0 else '(none with this etp)'": (e23, 26, ('etp', 'fsdp_tp')),
+    "framework.id in ['torchtitan@0.2.x'] and (etp > 1)": (e24, 9, ('etp', 'framework')),
+    'tp * pp == 1': (e25, 5, ('pp', 'tp')),
+    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and dp_replicate > 1 and dp_shard == 1 and cp == 1 and not (model.name == 'llama4' and ep > 1))": (e26, 33, ('cp', 'dp_replicate', 'dp_shard', 'ep', 'framework', 'model', 'params')),
+    'dp_replicate': (e27, 1, ('dp_replicate',)),
+    'model.name': (e28, 2, ('model',)),
+    'dp_replicate * tp * pp': (e29, 5, ('dp_replicate', 'pp', 'tp')),
+    'keys.dp_replicate': (e30, 2, ('keys',)),
+    'dp_shard * cp > 1': (e31, 5, ('cp', 'dp_shard')),
+    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and ep > 1)": (e32, 15, ('ep', 'framework', 'model', 'params')),
+    "'dp_replicate, fsdp' if dp_replicate > 1 else 'fsdp'": (e33, 6, ('dp_replicate',)),
+    "'[\\'dp_replicate\\', \\'fsdp\\']' if dp_replicate > 1 else 'fsdp'": (e34, 6, ('dp_replicate',)),
+    'model.known': (e35, 2, ('model',)),
+    'model.name != null': (e36, 4, ('model',)),
+    "model.flavor if model.flavor != null else '(none)'": (e37, 8, ('model',)),
+    "model.flavor if model.flavor != null else '<flavor>'": (e38, 8, ('model',)),
+    'model.flavor': (e39, 2, ('model',)),
+    'not pipeline.unknown_schedule': (e40, 3, ('pipeline',)),
+    'training.local_batch_size % pipeline.microbatch_size == 0': (e41, 7, ('pipeline', 'training')),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x', 'torchtitan@0.3.0'] and (pp > 1 and pipeline.microbatch_size != 0)": (e42, 16, ('framework', 'pipeline', 'pp')),
+    'training.local_batch_size': (e43, 2, ('training',)),
+    'pipeline.microbatch_size': (e44, 2, ('pipeline',)),
+    'join(divisors(training.local_batch_size))': (e45, 4, ('training',)),
+    'training.global_batch_size > 0 and training.global_batch_size % per_step == 0': (e46, 11, ('per_step', 'training')),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x', 'torchtitan@0.3.0'] and (training.global_batch_size != -1)": (e47, 13, ('framework', 'training')),
+    'training.local_batch_size * batch': (e48, 4, ('batch', 'training')),
+    'training.global_batch_size': (e49, 2, ('training',)),
+    'batch': (e50, 1, ('batch',)),
+    'per_step': (e51, 1, ('per_step',)),
+    'training.global_batch_size / per_step': (e52, 4, ('per_step', 'training')),
+    'per_step * max(1, training.global_batch_size // per_step)': (e53, 8, ('per_step', 'training')),
+    "plural(max(1, training.global_batch_size // per_step), 'accumulation step')": (e54, 8, ('per_step', 'training')),
+    'per_step * (training.global_batch_size // per_step + 1)': (e55, 8, ('per_step', 'training')),
+    'training.seq_len % divisor == 0': (e56, 6, ('divisor', 'training')),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1)": (e57, 9, ('cp', 'framework')),
+    'tp * 2 * cp': (e58, 5, ('cp', 'tp')),
+    'training.seq_len': (e59, 2, ('training',)),
+    'divisor': (e60, 1, ('divisor',)),
+    'divisor * (training.seq_len // divisor)': (e61, 6, ('divisor', 'training')),
+    'divisor * (training.seq_len // divisor + 1)': (e62, 8, ('divisor', 'training')),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x'] and (parallelism.async_tp)": (e63, 9, ('framework', 'parallelism')),
+    'compile.enable': (e64, 2, ('compile',)),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x'] and (parallelism.async_tp and tp > 1)": (e65, 13, ('framework', 'parallelism', 'tp')),
+    "'[training] compile = true' if framework_version == '0.1.0' else '[compile] enable = true'": (e66, 6, ('framework_version',)),
+    'seq // cp >= params.min_tokens_per_rank': (e67, 6, ('cp', 'params', 'seq')),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (cp > 1)": (e68, 10, ('cp', 'framework')),
+    'seq': (e69, 1, ('seq',)),
+    'seq // cp': (e70, 3, ('cp', 'seq')),
+    'params.min_tokens_per_rank': (e71, 2, ('params',)),
+    'cp * params.min_tokens_per_rank': (e72, 4, ('cp', 'params')),
+    'model.pipelining': (e73, 2, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (pp > 1)": (e74, 9, ('framework', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (cp == 1 and model.name in params.models)": (e75, 15, ('cp', 'framework', 'model', 'params')),
+    'tp * 2': (e76, 3, ('tp',)),
+    'divisor * max(1, training.seq_len // divisor)': (e77, 8, ('divisor', 'training')),
+    'region % ep == 0': (e78, 5, ('ep', 'region')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (ep > 1)": (e79, 10, ('ep', 'framework')),
+    '[e for e in (choices.ep if choices != null else divisors(region)) if e > 1 and region % e == 0]': (e80, 19, ('choices', 'region')),
+    'region': (e81, 1, ('region',)),
+    "'torchtitan main raises in ParallelDims' if framework_version != '0.3.0' else 'torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten'": (e82, 6, ('framework_version',)),
+    "': ' + framework_error if framework_error != null and error_stage != 'load' else ''": (e83, 12, ('error_stage', 'framework_error')),
+    "'use ep in {' + join(fits) + '}' if len(fits) > 0 else 'no ep > 1 fits: dp_shard·cp·tp is 1'": (e84, 12, ('fits',)),
+    'training.disable_cuda_graphs': (e85, 2, ('training',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (pp > 1))": (e86, 13, ('framework', 'pp', 'trainer')),
+    "not model.is_moe or backend == 'minimal_async_ep' or (backend == 'hybridep' and model.non_blocking_capacity_factor != null)": (e87, 16, ('backend', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (ep > 1 and not training.disable_cuda_graphs))": (e88, 17, ('ep', 'framework', 'trainer', 'training')),
+    "coalesce(model.moe_comm_backend, 'standard')": (e89, 4, ('model',)),
+    'backend': (e90, 1, ('backend',)),
+    'tokens % divisor == 0': (e91, 5, ('divisor', 'tokens')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (divisor > 1))": (e92, 12, ('divisor', 'framework', 'trainer')),
+    '(tp if parallelism.enable_sequence_parallel else 1) * (2 * cp if cp > 1 else 1)': (e93, 14, ('cp', 'parallelism', 'tp')),
+    'training.num_tokens_per_microbatch_per_dp_rank': (e94, 2, ('training',)),
+    'tokens': (e95, 1, ('tokens',)),
+    "'tp ' + str(tp) if parallelism.enable_sequence_parallel and tp > 1 else ''": (e96, 12, ('parallelism', 'tp')),
+    "' × ' if parallelism.enable_sequence_parallel and tp > 1 and cp > 1 else ''": (e97, 13, ('cp', 'parallelism', 'tp')),
+    "'2·cp = ' + str(2 * cp) if cp > 1 else ''": (e98, 11, ('cp',)),
+    'keys.cp if cp > 1 else keys.tp': (e99, 8, ('cp', 'keys')),
+    'divisor * max(1, tokens // divisor)': (e100, 7, ('divisor', 'tokens')),
+    'divisor * (tokens // divisor + 1)': (e101, 7, ('divisor', 'tokens')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and (divisor > 1))": (e102, 12, ('divisor', 'framework', 'trainer')),
+    'training.num_tokens_per_train_step % per_iter == 0': (e103, 6, ('per_iter', 'training')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (training.num_tokens_per_train_step != -1))": (e104, 14, ('framework', 'trainer', 'training')),
+    'parallelism.num_pp_microbatches if pp > 1 else 1': (e105, 7, ('parallelism', 'pp')),
+    'training.num_tokens_per_microbatch_per_dp_rank * microbatches * batch': (e106, 6, ('batch', 'microbatches', 'training')),
+    'training.num_tokens_per_train_step': (e107, 2, ('training',)),
+    "'num_pp_microbatches × ' if pp > 1 else ''": (e108, 6, ('pp',)),
+    "str(microbatches) + ' × ' if pp > 1 else ''": (e109, 9, ('microbatches', 'pp')),
+    'per_iter': (e110, 1, ('per_iter',)),
+    'per_iter * max(1, training.num_tokens_per_train_step // per_iter)': (e111, 8, ('per_iter', 'training')),
+    "plural(max(1, training.num_tokens_per_train_step // per_iter), 'accumulation step')": (e112, 8, ('per_iter', 'training')),
+    'per_iter * (training.num_tokens_per_train_step // per_iter + 1)': (e113, 8, ('per_iter', 'training')),
+    "parallelism.spmd_backend == 'spmd_types'": (e114, 4, ('parallelism',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (cp > 1)": (e115, 9, ('cp', 'framework')),
+    'parallelism.spmd_backend': (e116, 2, ('parallelism',)),
+    "model.attn_backend in (['flex', 'flex_flash', 'sdpa'] if framework_version == '0.3.0' else ['flex', 'flex_flash'])": (e117, 14, ('framework_version', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and model.name != 'flux')": (e118, 15, ('cp', 'framework', 'model')),
+    'model.attn_backend': (e119, 2, ('model',)),
+    "'torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)' if framework_version == '0.3.0' else 'torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.'": (e120, 6, ('framework_version',)),
+    "model.family != 'kimi'": (e121, 4, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (tp > 1)": (e122, 10, ('framework', 'tp')),
+    "' and pipeline_parallel_degree=1' if framework_version == '0.3.0' else ''": (e123, 6, ('framework_version',)),
+    "framework.id in ['torchtitan@0.3.0'] and (pp > 1)": (e124, 9, ('framework', 'pp')),
+    'not model.tie_embeddings': (e125, 3, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1)": (e126, 10, ('framework', 'pp')),
+    "compile.enable and 'model' in compile.components": (e127, 7, ('compile',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (compile.enable_async_tensor_parallel)": (e128, 9, ('compile', 'framework')),
+    "'compile.enable = True' if not compile.enable else ''": (e129, 6, ('compile',)),
+    "' and ' if not compile.enable and not ('model' in compile.components) else ''": (e130, 12, ('compile',)),
+    '"\'model\' in compile.components" if not (\'model\' in compile.components) else \'\'': (e131, 8, ('compile',)),
+    'ep > 1 or not model.is_moe': (e132, 7, ('ep', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (backend in ['deepep', 'hybridep', 'minimal_async_ep'])": (e133, 13, ('backend', 'framework')),
+    "'DeepEP' if backend == 'deepep' else ('HybridEP' if backend == 'hybridep' else 'MinimalAsyncEP')": (e134, 11, ('backend',)),
+    'local % chunks == 0': (e135, 5, ('chunks', 'local')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.loss['class'] in ['ChunkedLossWrapper.Config', 'ChunkedLossWrapperWithParamGrads.Config'] and chunks >= 1 and tokens >= 1 and tokens % sp_cp == 0)": (e136, 31, ('chunks', 'config', 'framework', 'sp_cp', 'tokens', 'trainer')),
+    'config.loss.num_chunks': (e137, 3, ('config',)),
+    'tokens // cp': (e138, 3, ('cp', 'tokens')),
+    'lcm(sp_cp, cp * chunks)': (e139, 5, ('chunks', 'cp', 'sp_cp')),
+    'chunks': (e140, 1, ('chunks',)),
+    "' / cp ' + str(cp) + ' = ' + str(local) if cp > 1 else ''": (e141, 14, ('cp', 'local')),
+    "join([d for d in [max([x for x in divisors(local) if x <= chunks]), min([x for x in divisors(local) if x >= chunks] + [local])] if d > 0], ' or ')": (e142, 27, ('chunks', 'local')),
+    'local': (e143, 1, ('local',)),
+    'step * max(1, tokens // step)': (e144, 7, ('step', 'tokens')),
+    'step * (tokens // step + 1)': (e145, 7, ('step', 'tokens')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and config.loss['class'] in ['ChunkedLossWrapper.Config', 'ChunkedLossWrapperWithParamGrads.Config'] and chunks >= 1 and seq >= 1 and seq % sp_cp == 0)": (e146, 31, ('chunks', 'config', 'framework', 'seq', 'sp_cp', 'trainer')),
+    'step * max(1, seq // step)': (e147, 7, ('seq', 'step')),
+    'step * (seq // step + 1)': (e148, 7, ('seq', 'step')),
+    "parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e149, 6, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and parallelism.context_parallel_load_balancer != null)": (e150, 15, ('cp', 'framework', 'parallelism')),
+    'parallelism.context_parallel_load_balancer': (e151, 2, ('parallelism',)),
+    'not refused': (e152, 2, ('refused',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1)": (e153, 10, ('cp', 'framework')),
+    "model.family in ['kimi', 'qwen3_5'] or (model.family == 'muse_glimmer' and model.flavor in ['debugmodel_mm', '30B_mm'])": (e154, 18, ('model',)),
+    "'Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).' if model.family == 'kimi' else ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...' if model.family == 'qwen3_5' else 'context parallel is not supported for the Muse Glimmer vision encoder.')": (e155, 13, ('model',)),
+    'why': (e156, 1, ('why',)),
+    "', tensor' if model.family != 'kimi' else ''": (e157, 7, ('model',)),
+    'steps <= 1': (e158, 3, ('steps',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (model.name == 'flux')": (e159, 10, ('framework', 'model')),
+    'training.num_tokens_per_microbatch_per_dp_rank * batch': (e160, 4, ('batch', 'training')),
+    'total // per_iter if total > 0 else 1': (e161, 8, ('per_iter', 'total')),
+    'steps': (e162, 1, ('steps',)),
+    'per_iter // batch': (e163, 3, ('batch', 'per_iter')),
+    "model.attn_backend in ['flex', 'flex_flash', 'varlen']": (e164, 7, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.family in ['llama3', 'deepseek_v3', 'qwen3', 'qwen3_5', 'gpt_oss', 'kimi', 'muse_glimmer'] and model.attn_backend != null)": (e165, 23, ('framework', 'model')),
+    "'sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.' if model.attn_backend == 'sdpa' else 'Unknown backend: ' + model.attn_backend": (e166, 10, ('model',)),
+    "model.moe_comm_backend in ['standard', 'deepep', 'hybridep', 'minimal_async_ep']": (e167, 8, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.is_moe and model.moe_comm_backend != null)": (e168, 14, ('framework', 'model')),
+    'model.moe_comm_backend': (e169, 2, ('model',)),
+    "pipeline.schedule != 'PipelineScheduleSingle'": (e170, 4, ('pipeline',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1 and pipeline.schedule != null)": (e171, 15, ('framework', 'pipeline', 'pp')),
+    'parallelism.pipeline_parallel_schedule': (e172, 2, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (parallelism.spmd_backend != null)": (e173, 11, ('framework', 'parallelism')),
+    "(model.family == 'muse_glimmer' and parallelism.spmd_backend != 'spmd_types') or (framework_version == '0.3.0' and model.family in ['kimi', 'qwen3_5'] and parallelism.spmd_backend == 'full_dtensor')": (e174, 25, ('framework_version', 'model', 'parallelism')),
+    '(\'Muse Glimmer only supports spmd_backend="spmd_types"; got "\' + parallelism.spmd_backend + \'".\') if model.family == \'muse_glimmer\' else \'full_dtensor is not supported yet.\'': (e175, 12, ('model', 'parallelism')),
+    "model.name != 'gpt_oss'": (e176, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (model.name == 'flux')": (e177, 11, ('framework', 'model')),
+    "config.optimizer.name in ['Adam', 'AdamW']": (e178, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.name != null)": (e179, 11, ('config', 'framework')),
+    'config.optimizer.name': (e180, 3, ('config',)),
+    "config.optimizer.param_groups[item].optimizer_name in ['Adam', 'AdamW', 'DistMuon']": (e181, 11, ('config', 'item')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.optimizer.param_groups[item].optimizer_name != null)": (e182, 15, ('config', 'framework', 'item')),
+    "range(len(config.optimizer.param_groups)) if 'optimizer' in config and 'param_groups' in config.optimizer and type(config.optimizer.param_groups) == 'list' else []": (e183, 22, ('config',)),
+    'config.optimizer.param_groups[item].pattern': (e184, 6, ('config', 'item')),
+    'config.optimizer.param_groups[item].optimizer_name': (e185, 6, ('config', 'item')),
+    'config.checkpoint.enable == true': (e186, 5, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e187, 18, ('config', 'framework')),
+    'world_size == 1': (e188, 3, ('world_size',)),
+    "config.compile.enable == true and 'model' in config.compile.components": (e189, 11, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.activation_checkpoint['class'] == 'MemoryBudgetAC.Config')": (e190, 16, ('config', 'framework', 'trainer')),
+    'config.compile.enable': (e191, 3, ('config',)),
+    'config.compile.components': (e192, 3, ('config',)),
+    'config.checkpoint.keep_latest_k != 1': (e193, 5, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e194, 22, ('config', 'framework', 'framework_version')),
+    "'when the config is built' if framework_version != '0.2.x' else 'when the checkpointer is built'": (e195, 6, ('framework_version',)),
+    'not (config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false) and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_model_only == false)': (e196, 25, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e197, 16, ('config', 'framework', 'framework_version')),
+    "'checkpoint.last_save_in_hf = true with last_save_model_only = false' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_in_hf = true with initial_load_model_only = false'": (e198, 14, ('config',)),
+    "'torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)' if framework_version != '0.2.x' else 'torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one'": (e199, 6, ('framework_version',)),
+    "'checkpoint.last_save_model_only|checkpoint.last_save_in_hf' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf'": (e200, 14, ('config',)),
+    "'last_save_model_only' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'initial_load_model_only'": (e201, 14, ('config',)),
+    "config.checkpoint.async_mode in ['disabled', 'async', 'async_with_pinned_mem', 'DISABLED', 'ASYNC', 'ASYNC_WITH_PINNED_MEM', 'Disabled', 'Async', 'Async_with_pinned_mem']": (e202, 14, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.async_mode) == 'string')": (e203, 13, ('config', 'framework')),
+    'config.checkpoint.async_mode': (e204, 3, ('config',)),
+    "'model' not in config.checkpoint.exclude_from_loading and (framework_version != 'main@b5bcd76c6' or 'optimizer' not in config.checkpoint.exclude_from_loading or 'lr_scheduler' in config.checkpoint.exclude_from_loading)": (e205, 21, ('config', 'framework_version')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.exclude_from_loading) == 'list')": (e206, 13, ('config', 'framework')),
+    'config.checkpoint.exclude_from_loading': (e207, 3, ('config',)),
+    "'the model is what a checkpoint restores: ' if 'model' in config.checkpoint.exclude_from_loading else 'the learning-rate schedulers hold the optimizers: '": (e208, 8, ('config',)),
+    '"model key shouldn\'t be in exclude_from_loading." if \'model\' in config.checkpoint.exclude_from_loading else \'lr_scheduler must be excluded when optimizer is excluded.\'': (e209, 8, ('config',)),
+    '\'drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)\' if \'model\' in config.checkpoint.exclude_from_loading else \'add "lr_scheduler" to exclude_from_loading\'': (e210, 8, ('config',)),
+    'ep == 1 and pp == 1': (e211, 7, ('ep', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.early_step_in_backward == true)": (e212, 11, ('config', 'framework')),
+    "'expert_parallel_degree = ' + str(ep) if ep > 1 else 'pipeline_parallel_degree = ' + str(pp)": (e213, 12, ('ep', 'pp')),
+    "'Expert' if ep > 1 else 'Pipeline'": (e214, 6, ('ep',)),
+    "'expert_parallel_degree' if ep > 1 else 'pipeline_parallel_degree'": (e215, 6, ('ep',)),
+    'config.quantize.linear.float8.enable_fsdp_float8_all_gather != true': (e216, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.float8' in config.model.converters and config.quantize.linear.float8.recipe_name != null)": (e217, 26, ('config', 'framework')),
+    'config.quantize.linear.float8.recipe_name': (e218, 5, ('config',)),
+    'pp == 1 and cp == 1': (e219, 7, ('cp', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.grouped_mm.float8' in config.model.converters)": (e220, 18, ('config', 'framework')),
+    "'pipeline_parallel_degree = ' + str(pp) if pp > 1 else 'context_parallel_degree = ' + str(cp)": (e221, 12, ('cp', 'pp')),
+    "'pipeline' if pp > 1 else 'context'": (e222, 6, ('pp',)),
+    "'pipeline_parallel_degree' if pp > 1 else 'context_parallel_degree'": (e223, 6, ('pp',)),
+    'tp == 1': (e224, 3, ('tp',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.mx' in config.model.converters and config.compile.enable == true and 'model' in config.compile.components)": (e225, 30, ('config', 'framework')),
+    "not (any([c in ['quantize.linear.float8', 'quantize.grouped_mm.float8'] for c in config.model.converters]) and any([c in ['quantize.linear.mx', 'quantize.grouped_mm.mx'] for c in config.model.converters]))": (e226, 22, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list')": (e227, 12, ('config', 'framework')),
+    'config.model.converters': (e228, 3, ('config',)),
+    'batch == 1': (e229, 3, ('batch',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (config.dataloader.repeat == false)": (e230, 11, ('config', 'framework')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint) == 'table' and config.checkpoint['class'] != null)": (e231, 19, ('config', 'framework')),
+    '[x for x in [[strip(config.checkpoint.folder) == \'\', \'checkpoint.folder\', "ValueError: The \'folder\' field cannot be empty.", "name a folder (the default is \'checkpoint\')", config.checkpoint.folder], [config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\' and not startswith(strip(config.checkpoint.initial_load_path), \'/\') and not (\'://\' in config.checkpoint.initial_load_path), \'checkpoint.initial_load_path\', "ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)", "write an absolute path (/...) or a remote URI (gs://..., s3://...)", config.checkpoint.initial_load_path], [config.checkpoint.interval < 1, \'checkpoint.interval\', "ValueError: Checkpoint interval needs to be at least 1 step.", "use interval >= 1", config.checkpoint.interval], [config.checkpoint.keep_latest_k < 0, \'checkpoint.keep_latest_k\', "ValueError: keep_latest_k cannot be negative.", "use keep_latest_k = 0 (keep all) or >= 2", config.checkpoint.keep_latest_k], [config.checkpoint.initial_load_in_hf_quantized == true and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\'), \'checkpoint.initial_load_in_hf_quantized\', "ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.", "set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized", config.checkpoint.initial_load_in_hf_quantized], [config.checkpoint.last_save_in_hf == true and \'://\' in config.checkpoint.folder, \'checkpoint.folder|checkpoint.last_save_in_hf\', "ValueError: last_save_in_hf is not supported with a remote checkpoint.folder", "save in DCP format to a remote folder, or in Hugging Face format to a local one", config.checkpoint.folder], [config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and \'://\' in config.checkpoint.initial_load_path, \'checkpoint.initial_load_path\', "ValueError: initial_load_in_hf is not supported with a remote initial_load_path", "copy the Hugging Face checkpoint to a local path", config.checkpoint.initial_load_path]] if x[0]]': (e232, 149, ('config',)),
+    'item[4]': (e233, 3, ('item',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e234, 17, ('config', 'framework')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e235, 21, ('config', 'framework', 'framework_version')),
+    "framework.id in ['torchtitan@0.2.x'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e236, 15, ('config', 'framework', 'framework_version')),
+    "config.model.name != 'flux' and config.compile.enable == true and 'model' in config.compile.components": (e237, 17, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'memory_budget')": (e238, 11, ('config', 'framework')),
+    "'model flux (its parallelize never compiles the model for it)' if config.model.name == 'flux' else 'compile.enable = ' + str(config.compile.enable) + ' and compile.components = [' + join(config.compile.components) + ']'": (e239, 22, ('config',)),
+    '\'use mode = "full" or "selective" on flux\' if config.model.name == \'flux\' else \'set [compile] enable = true with "model" in components, or use mode = "full" or "selective"\'': (e240, 8, ('config',)),
+    "config.activation_checkpoint.selective_ac_option == 'op' or isdigit(config.activation_checkpoint.selective_ac_option)": (e241, 10, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'selective')": (e242, 11, ('config', 'framework')),
+    'config.activation_checkpoint.selective_ac_option': (e243, 3, ('config',)),
+    'config.checkpoint.initial_load_in_hf == true': (e244, 5, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.enable == true and config.checkpoint.initial_load_in_hf_quantized == true)": (e245, 17, ('config', 'framework')),
+    'ep != null and ep > 1 and (etp == null or etp <= 1)': (e246, 15, ('ep', 'etp')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.parallelism.expert_parallel_comm_backend == 'deepep' and config.model.name in ['llama4', 'deepseek_v3'])": (e247, 19, ('config', 'framework')),
+    "'expert_parallel_degree = ' + str(ep) if ep == null or ep <= 1 else 'expert_tensor_parallel_degree = ' + str(etp)": (e248, 16, ('ep', 'etp')),
+    'config.model.name': (e249, 3, ('config',)),
+    "'ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.' if ep == null or ep <= 1 else 'NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.'": (e250, 10, ('ep',)),
+    '\'set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"\' if ep == null or ep <= 1 else \'set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"\'': (e251, 10, ('ep',)),
+    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise') in ['rowwise', 'rowwise_with_gw_hp']": (e252, 11, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.model.name == 'deepseek_v3' and tp != null and tp > 1 and type(config.model.converters) == 'list' and 'float8' in config.model.converters)": (e253, 32, ('config', 'framework', 'tp')),
+    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise, the default')": (e254, 7, ('config',)),
+    "config.activation_checkpoint.mode == 'none'": (e255, 5, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.model.name in ['llama4', 'qwen3', 'deepseek_v3', 'gpt_oss'] and ep != null and ep > 1 and pp != null and pp > 1 and config.parallelism.pipeline_parallel_expert_parallel_overlap == true and lower(config.parallelism.pipeline_parallel_schedule) == 'dualpipev')": (e256, 44, ('config', 'ep', 'framework', 'pp')),
+    'config.parallelism.pipeline_parallel_schedule': (e257, 3, ('config',)),
+    'config.activation_checkpoint.mode': (e258, 3, ('config',)),
+    "config.activation_checkpoint['class'] != 'SelectiveAC.Config'": (e259, 6, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.debug.spmd_typechecking == true and parallelism.spmd_backend == 'spmd_types' and model.attn_backend in ['flex', 'flex_flash'])": (e260, 27, ('config', 'framework', 'model', 'parallelism', 'trainer')),
+    "config.activation_checkpoint['class'] == 'FullAC.Config' or ('memory_policy' in keys(config.compile) and coalesce(config.compile.memory_policy, 'none') == 'full')": (e261, 20, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and ep != null and ep > 1)": (e262, 25, ('ep', 'framework', 'model', 'trainer')),
+    "coalesce(config.activation_checkpoint['class'], 'none')": (e263, 6, ('config',)),
+    'tokens % shards == 0': (e264, 5, ('shards', 'tokens')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e265, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
+    'cp * tp': (e266, 3, ('cp', 'tp')),
+    'shards': (e267, 1, ('shards',)),
+    'shards * max(1, tokens // shards)': (e268, 7, ('shards', 'tokens')),
+    'shards * (tokens // shards + 1)': (e269, 7, ('shards', 'tokens')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e270, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
+    "config.parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e271, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer != null and config.parallelism.context_parallel_load_balancer != '')": (e272, 21, ('config', 'cp', 'framework')),
+    'config.parallelism.context_parallel_load_balancer': (e273, 3, ('config',)),
+    'not bad_vision and not bad_linear': (e274, 5, ('bad_linear', 'bad_vision')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and tp > 1)": (e275, 13, ('framework', 'tp', 'trainer')),
+    "model.family in ['kimi', 'muse_glimmer'] and model.vision_n_heads != null and model.vision_n_heads % tp != 0": (e276, 18, ('model', 'tp')),
+    'model.linear_key_heads != null and model.linear_value_heads != null and (model.linear_key_heads % tp != 0 or model.linear_value_heads % tp != 0)': (e277, 23, ('model', 'tp')),
+    'model.vision_n_heads if bad_vision else gcd(model.linear_key_heads, model.linear_value_heads)': (e278, 9, ('bad_vision', 'model')),
+    '[t for t in (choices.tp if choices != null else divisors(limit)) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and limit % t == 0]': (e279, 27, ('choices', 'gpus_per_node', 'limit')),
+    "'vision encoder has ' + str(model.vision_n_heads) + ' heads' if bad_vision else 'gated DeltaNet layers have ' + str(model.linear_key_heads) + ' key and ' + str(model.linear_value_heads) + ' value heads'": (e280, 22, ('bad_vision', 'model')),
+    "'asserts: vision num_heads (' + str(model.vision_n_heads) + ') must be divisible by TP degree (' + str(tp) + ')' if bad_vision and model.family == 'muse_glimmer' else ('raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide vision num_heads (' + str(model.vision_n_heads) + ').' if bad_vision else 'raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide n_key_heads (' + str(model.linear_key_heads) + ') and n_value_heads (' + str(model.linear_value_heads) + ').')": (e281, 51, ('bad_vision', 'model', 'tp')),
+    'training.max_context_length <= model.rope_max_len': (e282, 5, ('model', 'training')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.rope_max_len != null and training.max_context_length != null)": (e283, 18, ('framework', 'model', 'trainer', 'training')),
+    'training.max_context_length': (e284, 2, ('training',)),
+    'model.rope_max_len': (e285, 2, ('model',)),
+    'training.seq_len <= model.rope_max_len': (e286, 5, ('model', 'training')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.rope_max_len != null and training.seq_len != null)": (e287, 18, ('framework', 'model', 'trainer', 'training')),
+    'model.validator == true': (e288, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.validation.enable == true and model.validator != null)": (e289, 16, ('config', 'framework', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.num_mtp_layers != null and model.num_mtp_layers > 0)": (e290, 16, ('framework', 'model')),
+    'model.num_mtp_layers': (e291, 2, ('model',)),
+    'keys.pp if pp > 1 else keys.cp': (e292, 8, ('keys', 'pp')),
+    "'use pipeline_parallel_degree = 1' if pp > 1 else 'use context_parallel_degree = 1'": (e293, 6, ('pp',)),
+    "' and context_parallel_degree = 1' if pp > 1 and cp > 1 else ''": (e294, 10, ('cp', 'pp')),
+    "config.compile.backend in ['inductor', 'aot_eager']": (e295, 7, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.compile['class'] == 'CompileConfig' and config.compile.enable == true and type(config.compile.components) == 'list' and 'model' in config.compile.components and model.attn_backend in ['flex', 'flex_flash'] and config.compile.backend != null)": (e296, 48, ('config', 'framework', 'model', 'trainer')),
+    'config.compile.backend': (e297, 3, ('config',)),
+    "parallelism.spmd_backend == 'spmd_types' and parallelism.enable_sequence_parallel == true": (e298, 9, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.tp_gemm_backend == 'dist_gemm' and parallelism.spmd_backend != null and parallelism.enable_sequence_parallel != null)": (e299, 21, ('framework', 'model', 'parallelism')),
+    '\'spmd_backend = "\' + parallelism.spmd_backend + \'"\' if parallelism.spmd_backend != \'spmd_types\' else \'enable_sequence_parallel = false\'': (e300, 12, ('parallelism',)),
+    "'parallelism.spmd_backend=spmd_types' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e301, 7, ('parallelism',)),
+    "'parallelism.spmd_backend' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e302, 7, ('parallelism',)),
+    '\'use spmd_backend = "spmd_types" (the default)\' if parallelism.spmd_backend != \'spmd_types\' else \'set enable_sequence_parallel = True (the default)\'': (e303, 7, ('parallelism',)),
+    "parallelism.spmd_backend != 'full_dtensor'": (e304, 4, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0'] and (model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and parallelism.spmd_backend != null)": (e305, 18, ('framework', 'model', 'parallelism')),
+    'model.registered == true': (e306, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (model.registered != null and config.experimental.custom_import == '')": (e307, 16, ('config', 'framework', 'model')),
+    "(sdpa_only and model.attn_type == 'sdpa') or (llama3_args and model.attn_type != 'varlen')": (e308, 13, ('llama3_args', 'model', 'sdpa_only')),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and model.attn_type != null and (sdpa_only or llama3_args))": (e309, 18, ('cp', 'framework', 'llama3_args', 'model', 'sdpa_only')),
+    "model.name in ['deepseek_v3', 'autoparallel.deepseek_v3', 'compiler_toolkit.deepseek_v3', 'simple_fsdp.deepseek_v3', 'llama4', 'qwen3']": (e310, 10, ('model',)),
+    "model.name in ['llama3', 'llama3_ft', 'autoparallel.llama3', 'compiler_toolkit.llama3', 'simple_fsdp.llama3']": (e311, 9, ('model',)),
+    'model.attn_type': (e312, 2, ('model',)),
+    "'Context Parallel only supports SDPA attention.' if sdpa_only else 'Context Parallel only supports SDPA and FlexAttention.'": (e313, 4, ('sdpa_only',)),
+    "'sdpa' if sdpa_only else 'sdpa or flex'": (e314, 4, ('sdpa_only',)),
+    "framework.id in ['torchtitan@0.3.0']": (e315, 5, ('framework',)),
+    '[x for x in ([[len(sources) > 0 and any([v != infinite[0] for v in infinite]), \'ValueError: All data sources must have the same \' + chr_q + \'infinite\' + chr_q + \' setting (\' + join([names[i] + \': infinite=\' + (\'True\' if infinite[i] else \'False\') for i in range(len(sources))], \', \') + \')\', \'give every source the same infinite= (the default is True)\', cfg], [any([type(w) in [\'int\', \'float\'] and w < 0 for w in weights]), \'ValueError: All weights must be non-negative (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'use weights >= 0; a weight is a source\' + chr_q + \'s share of the tokens\', build], [len(sources) > 0 and all([type(w) in [\'int\', \'float\'] and w >= 0 for w in weights]) and sum(weights) == 0, \'ValueError: Sum of weights must be positive (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'give at least one source a weight > 0\', build], [type(config.dataloader.stopping_strategy) == \'string\' and config.dataloader.stopping_strategy not in [\'on_first_exhausted\', \'all_exhausted\'], \'ValueError: stopping_strategy must be \' + chr_q + \'on_first_exhausted\' + chr_q + \' or \' + chr_q + \'all_exhausted\' + chr_q + \', got \' + chr_q + str(config.dataloader.stopping_strategy) + chr_q, \'use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"\', build]] if readable else []) if x[0]]': (e316, 164, ('build', 'cfg', 'chr_q', 'config', 'infinite', 'names', 'readable', 'sources', 'weights')),
+    'config.dataloader.sources': (e317, 3, ('config',)),
+    '[coalesce(s.weight, 1) for s in sources]': (e318, 6, ('sources',)),
+    '[coalesce(s.infinite, true) for s in sources]': (e319, 6, ('sources',)),
+    "[str(coalesce(s.dataset, s.dataset_path, '')) for s in sources]": (e320, 9, ('sources',)),
+    "'when it builds the config (the Config' + chr_q + 's __post_init__)'": (e321, 5, ('chr_q',)),
+    "'when the trainer builds the dataloader (InterleavedDataset), before the first step'": (e322, 1, ()),
+    "framework.id == 'torchtitan@0.3.0' and config.dataloader.class in ['InterleavedHuggingFaceTextDataLoader.Config', 'InterleavedChatDataLoader.Config'] and type(sources) == 'list' and all([type(s) == 'table' for s in sources])": (e323, 25, ('config', 'framework', 'sources')),
+    'config.dataloader.class': (e324, 3, ('config',)),
+    "join(names, ', ')": (e325, 3, ('names',)),
+    'len(unknown) == 0': (e326, 4, ('unknown',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.enable == true and type(config.checkpoint.exclude_from_loading) == 'list' and (framework_version == '0.2.x' or config.checkpoint.class == 'CheckpointManager.Config'))": (e327, 30, ('config', 'framework', 'framework_version')),
+    "['model', 'optimizer', 'lr_scheduler', 'dataloader', 'train_state']": (e328, 6, ()),
+    '[k for k in config.checkpoint.exclude_from_loading if k not in states]': (e329, 8, ('config', 'states')),
+    '[str(k) for k in config.checkpoint.exclude_from_loading]': (e330, 6, ('config',)),
+    "join(exclude, ', ')": (e331, 3, ('exclude',)),
+    "join(unknown, ', ')": (e332, 3, ('unknown',)),
+    "'is not a state' if len(unknown) == 1 else 'are not states'": (e333, 7, ('unknown',)),
+    "join(states, ', ')": (e334, 3, ('states',)),
+    'unknown[0]': (e335, 3, ('unknown',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6']": (e336, 5, ('framework',)),
+    "([x for x in [['checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'checkpoint.folder (under dump_folder)', folder, 'checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'dump_folder'], ['checkpoint.initial_load_path', config.checkpoint.initial_load_path, 'checkpoint.initial_load_path']] if type(x[1]) == 'string' and x[1] != '' and '://' in x[1]]) if applies else []": (e337, 58, ('applies', 'config', 'folder')),
+    "config.checkpoint.folder if '://' in config.checkpoint.folder or startswith(config.checkpoint.folder, '/') or '://' not in config.dump_folder else config.dump_folder + '/' + config.checkpoint.folder": (e338, 28, ('config',)),
+    "framework.id == 'torchtitan@main@b5bcd76c6' and config.checkpoint.class == 'TorchCheckpointingManager.Config' and config.checkpoint.enable == true and type(config.checkpoint.folder) == 'string' and type(config.dump_folder) == 'string'": (e339, 29, ('config', 'framework')),
+    "'checkpoint.initial_load_path' if item[2] == 'checkpoint.initial_load_path' else 'checkpoint.folder'": (e340, 8, ('item',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0']": (e341, 6, ('framework',)),
+    '[[x[0], x[1], x[2], x[3], x[4], lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]] for x in plain + srcs + val + v02 if (lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]) not in datasets.registries[x[2]].names]': (e342, 62, ('datasets', 'plain', 'srcs', 'v02', 'val')),
+    "framework_version == '0.3.0' and type(config.dataloader) == 'table'": (e343, 9, ('config', 'framework_version')),
+    "[['dataloader.dataset', config.dataloader.dataset, datasets.loaders[config.dataloader.class], config.dataloader.class, 'dataloader.dataset']] if reg and config.dataloader.class in keys(datasets.loaders) and type(config.dataloader.dataset) == 'string' else []": (e344, 34, ('config', 'datasets', 'reg')),
+    "[['dataloader.sources', s[i].dataset, datasets.source_loaders[config.dataloader.class], config.dataloader.class, 'dataloader.sources[' + str(i) + '].dataset'] for i in range(0, len(s)) if type(s[i]) == 'table' and type(s[i].dataset) == 'string'] if reg and config.dataloader.class in keys(datasets.source_loaders) and type(config.dataloader.sources) == 'list' else []": (e345, 58, ('config', 'datasets', 'reg', 's')),
+    "[['validator.dataloader.dataset', config.validator.dataloader.dataset, datasets.loaders[config.validator.dataloader.class], config.validator.dataloader.class + ' (the validator)', 'validator.dataloader.dataset']] if framework_version == '0.3.0' and type(config.validator) == 'table' and config.validator.enable == true and type(config.validator.dataloader) == 'table' and config.validator.dataloader.class in keys(datasets.loaders) and type(config.validator.dataloader.dataset) == 'string' else []": (e346, 62, ('config', 'datasets', 'framework_version')),
+    "[['training.dataset', config.training.dataset, datasets.models[config.model.name], 'model ' + config.model.name, 'training.dataset']] if framework_version == '0.2.x' and type(config.model.name) == 'string' and config.model.name in keys(datasets.models) and type(config.training.dataset) == 'string' else []": (e347, 45, ('config', 'datasets', 'framework_version')),
+    "join(datasets.registries[item[2]].names, ', ')": (e348, 9, ('datasets', 'item')),
+    'item[5]': (e349, 3, ('item',)),
+    "[] if framework_version != 'main@b5bcd76c6' else [['ValueError: num_packing_bins must be positive (num_packing_bins = ' + str(n.num_packing_bins) + ')', 'when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)', 'use num_packing_bins >= 1 (the default is 8)'] for n in nodes if 'num_packing_bins' in keys(n) and type(n.num_packing_bins) == 'int' and n.num_packing_bins <= 0] + [['ValueError: DatasetMixConfig requires finite, positive-weight datasets (' + ('no datasets' if len(n.datasets) == 0 else 'weights ' + join([str(d.weight) if 'weight' in keys(d) else '1.0' for d in n.datasets], ', ')) + ')', 'when the trainer builds the dataloader (DatasetMixConfig.build), before the first step', 'give the mix at least one dataset' if len(n.datasets) == 0 else 'give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and ((len(n.datasets) == 0 and n['class'] == 'DatasetMixConfig') or any([type(d) == 'table' and 'weight' in keys(d) and type(d.weight) in ['int', 'float'] and (str(d.weight) in ['inf', '-inf', 'nan'] or d.weight <= 0) for d in n.datasets]))] + [['TypeError: DatasetConcatConfig requires map-style children (it has none)', 'when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step', 'give the concatenation at least one map-style dataset (a random-access source)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and len(n.datasets) == 0 and n['class'] == 'DatasetConcatConfig'] + [['ValueError: first-class Hugging Face fields repeated in kwargs: [' + join([chr_q + k + chr_q for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ']', 'when it builds the config (the Hugging Face source Config' + chr_q + 's __post_init__)', 'pass ' + join([k for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ' as the source' + chr_q + 's own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'] for n in nodes if 'source' in keys(n) and type(n.source) == 'table' and 'load_dataset_kwargs' in keys(n.source) and type(n.source.load_dataset_kwargs) == 'table' and any([k in hf for k in keys(n.source.load_dataset_kwargs)])]": (e350, 241, ('chr_q', 'framework_version', 'hf', 'nodes')),
+    "config.dataloader.dataset if type(config.dataloader) == 'table' and 'dataset' in keys(config.dataloader) and type(config.dataloader.dataset) == 'table' else null": (e351, 23, ('config',)),
+    "(d.dataset if type(d) == 'table' and 'dataset' in keys(d) and type(d.dataset) == 'table' else null)": (e352, 19, ('d',)),
+    "(d2.dataset if type(d2) == 'table' and 'dataset' in keys(d2) and type(d2.dataset) == 'table' else null)": (e353, 19, ('d2',)),
+    "(d3.dataset if type(d3) == 'table' and 'dataset' in keys(d3) and type(d3.dataset) == 'table' else null)": (e354, 19, ('d3',)),
+    "[c for c in [d, d2, d3, d4] if type(c) == 'table']": (e355, 11, ('d', 'd2', 'd3', 'd4')),
+    "[x for x in ([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list'][0] if len([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list']) > 0 else []) if type(x) == 'table']": (e356, 41, ('chain',)),
+    "chain + items + [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] + [y.dataset for y in [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] if 'dataset' in keys(y) and type(y.dataset) == 'table']": (e357, 46, ('chain', 'items')),
+    "['split', 'name', 'revision', 'streaming']": (e358, 5, ()),
+    "order in ['block', 'raster'] and not (mrope and order != 'block')": (e359, 12, ('mrope', 'order')),
+    "framework.id in ['torchtitan@0.3.0'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e360, 21, ('config', 'framework', 'mrope', 'order')),
+    "config.dataloader if framework_version == '0.3.0' and config.dataloader.class == 'MMDataLoader.Config' else null": (e361, 13, ('config', 'framework_version')),
+    "(c.patch_order if 'patch_order' in keys(c) and c.patch_order != null else 'block') if type(c) == 'table' else null": (e362, 19, ('c',)),
+    "(c.build_mrope_positions if 'build_mrope_positions' in keys(c) and c.build_mrope_positions != null else false) if type(c) == 'table' else null": (e363, 19, ('c',)),
+    "'dataloader'": (e364, 1, ()),
+    'where': (e365, 1, ('where',)),
+    'order': (e366, 1, ('order',)),
+    "' with build_mrope_positions = True' if mrope else ''": (e367, 4, ('mrope',)),
+    "'patch_order must be ' + chr_q + 'block' + chr_q + ' or ' + chr_q + 'raster' + chr_q + ', got ' + chr_q + order + chr_q if order not in ['block', 'raster'] else 'MRoPE requires patch_order=' + chr_q + 'block' + chr_q + ', got ' + chr_q + order + chr_q": (e368, 44, ('chr_q', 'order')),
+    '\'use patch_order="block" (the default) or "raster"\' if order not in [\'block\', \'raster\'] else \'use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE\'': (e369, 8, ('order',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e370, 21, ('config', 'framework', 'mrope', 'order')),
+    "config.dataloader.collator if framework_version == 'main@b5bcd76c6' and 'collator' in keys(config.dataloader) and type(config.dataloader.collator) == 'table' and ('patch_order' in keys(config.dataloader.collator) or 'build_mrope_positions' in keys(config.dataloader.collator)) else null": (e371, 35, ('config', 'framework_version')),
+    "'dataloader.collator'": (e372, 1, ()),
+    'len(bad) == 0': (e373, 4, ('bad',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and any([c.kind == 'lora' for c in model.converters]))": (e374, 21, ('framework', 'model')),
+    "[c for c in model.converters if c.kind == 'lora' and 'rank' in c and type(c.rank) in ['int', 'float', 'null'] and c.rank <= 0]": (e375, 26, ('model',)),
+    'bad[0].class': (e376, 4, ('bad',)),
+    'bad[0].rank': (e377, 4, ('bad',)),
+    'len(late) == 0': (e378, 4, ('late',)),
+    'model.converters': (e379, 2, ('model',)),
+    "[i for i in range(len(conv)) if conv[i].kind == 'lora']": (e380, 11, ('conv',)),
+    "[conv[i] for i in range(len(conv)) if len(loras) > 0 and i > loras[0] and conv[i].kind == 'quantization']": (e381, 24, ('conv', 'loras')),
+    'late[0].class': (e382, 4, ('late',)),
+    'conv[loras[0]].class': (e383, 6, ('conv', 'loras')),
+    'join([c.class for c in late])': (e384, 5, ('late',)),
+    "model.moe_comm_backend not in ['deepep', 'minimal_async_ep']": (e385, 6, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and model.is_moe == true and model.moe_comm_backend != null and any([c.pads_dispatcher == true for c in model.converters]))": (e386, 31, ('framework', 'model')),
+    '[c for c in model.converters if c.pads_dispatcher == true]': (e387, 8, ('model',)),
+    'padding[0].class': (e388, 4, ('padding',)),
+    'padding[0].name': (e389, 4, ('padding',)),
+    'not missing and not unknown_key': (e390, 5, ('missing', 'unknown_key')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer != false and cp > 1 and lb == 'ptrr' and model.attn_masks == 'dict' and model.attn_backend in ['flex', 'flex_flash'])": (e391, 31, ('cp', 'framework', 'lb', 'model', 'trainer')),
+    'config.parallelism.context_parallel_ptrr_mask_key': (e392, 3, ('config',)),
+    "any(['context_parallel_ptrr_mask_key' in u.key or u.key == 'parallelism' or 'parallelism.*' in u.key or u.key == '' for u in unreadable])": (e393, 22, ('unreadable',)),
+    'mask_key == null and not key_unread': (e394, 6, ('key_unread', 'mask_key')),
+    'mask_key != null and model.attn_mask_keys != null and mask_key not in model.attn_mask_keys': (e395, 13, ('mask_key', 'model')),
+    '\'context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key\' if missing else \'context_parallel_ptrr_mask_key = "\' + mask_key + \'"\'': (e396, 8, ('mask_key', 'missing')),
+    "' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else ''": (e397, 13, ('model',)),
+    '\'PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.\' if missing else \'context_parallel_ptrr_mask_key \' + "\'" + mask_key + "\'" + \' is not a key in attention_masks.\'': (e398, 12, ('mask_key', 'missing')),
+    "'parallelism.context_parallel_ptrr_mask_key' if unknown_key else 'parallelism.context_parallel_load_balancer'": (e399, 4, ('unknown_key',)),
+    "'set context_parallel_ptrr_mask_key to the mask the balancer is built from' + (' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else '') if missing else 'name one of the masks the model builds: ' + join(model.attn_mask_keys)": (e400, 22, ('missing', 'model')),
+    "model.attn_type != 'sdpa'": (e401, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer == 'ptrr' and model.attn_type != null)": (e402, 20, ('config', 'cp', 'framework', 'model')),
+    'len(hits) == 0': (e403, 4, ('hits',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (not lora_before and (call == null or upto > 0))": (e404, 17, ('call', 'framework', 'lora_before', 'upto')),
+    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter] if type(model.converters) == 'list' else []": (e405, 21, ('model', 'params')),
+    'model.converters[item]': (e406, 4, ('item', 'model')),
+    'conv.fqns_call': (e407, 2, ('conv',)),
+    'int(call.num_layers - (-((-(call.num_layers * call.bf16_tail_fraction)) // 1))) if call != null else 0': (e408, 18, ('call',)),
+    "(['layers.' + str(i) + '.' for i in range(upto)] if call != null else conv.fqns) if 'fqns' in conv else []": (e409, 20, ('call', 'conv', 'upto')),
+    '[e for e in model.linears if e.in_features % params.block != 0 or e.out_features % params.block != 0]': (e410, 19, ('model', 'params')),
+    '[[e.order[k], e.fqns[k], e.in_features, e.out_features, e.fqn] for e in bad for k in range(len(e.fqns)) if len(targets) == 0 or any([t in e.fqns[k] for t in targets])]': (e411, 35, ('bad', 'targets')),
+    'min([h[0] for h in hits])': (e412, 6, ('hits',)),
+    '[h for h in hits if h[0] == first_at][0]': (e413, 10, ('first_at', 'hits')),
+    "'in_features' if first[2] % params.block != 0 else 'out_features'": (e414, 11, ('first', 'params')),
+    'sorted([e.fqn for e in bad if any([h[4] == e.fqn for h in hits])])': (e415, 14, ('bad', 'hits')),
+    "any([model.converters[j].kind == 'lora' for j in range(item)])": (e416, 11, ('item', 'model')),
+    "len(targets) == 0 and any([h[1] == 'lm_head' for h in hits]) and len([h for h in hits if h[1] != 'lm_head']) == 0": (e417, 25, ('hits', 'targets')),
+    'true': (e418, 1, ()),
+    'conv.class': (e419, 2, ('conv',)),
+    '\'fqns=[\' + join([\'"\' + t + \'"\' for t in conv.fqns]) + \']\' if call == null and \'fqns\' in conv else (\'fqns=nvfp4_bf16_tail_fqns(\' + str(call.num_layers) + \', \' + str(call.bf16_tail_fraction) + \'): layers 0-\' + str(upto - 1) if call != null else \'no fqns: every Linear\')': (e420, 44, ('call', 'conv', 'upto')),
+    "plural(len(hits), 'Linear')": (e421, 4, ('hits',)),
+    'params.block': (e422, 2, ('params',)),
+    'join(patterns)': (e423, 2, ('patterns',)),
+    'first[1]': (e424, 3, ('first',)),
+    'first[2]': (e425, 3, ('first',)),
+    'first[3]': (e426, 3, ('first',)),
+    'which': (e427, 1, ('which',)),
+    "first[2] if which == 'in_features' else first[3]": (e428, 10, ('first', 'which')),
+    'n - num_bf16 > 0': (e429, 5, ('n', 'num_bf16')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6']": (e430, 6, ('framework',)),
+    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter and model.converters[i].fqns_call != null] if type(model.converters) == 'list' else []": (e431, 29, ('model', 'params')),
+    'model.converters[item].fqns_call': (e432, 5, ('item', 'model')),
+    'call.num_layers': (e433, 2, ('call',)),
+    'call.bf16_tail_fraction': (e434, 2, ('call',)),
+    'int(-((-(n * f)) // 1))': (e435, 8, ('f', 'n')),
+    "str(f) + ('.0' if type(f) == 'float' and f == int(f) else '')": (e436, 15, ('f',)),
+    'n': (e437, 1, ('n',)),
+    'f_text': (e438, 1, ('f_text',)),
+    'model.converters[item].class': (e439, 5, ('item', 'model')),
+    'num_bf16': (e440, 1, ('num_bf16',)),
+    "' of ' + call.layers_of.name + ' ' + call.layers_of.flavor if call.layers_of != null else ''": (e441, 17, ('call',)),
+    'call.line': (e442, 2, ('call',)),
+    "'use a bf16_tail_fraction of at most ' + str(n - 1) + '/' + str(n) + ' (0.15 keeps the last ' + str(int(-((-(n * 0.15)) // 1))) + ' of ' + str(n) + ' layers in bf16), or' if n > 1 else 'with one layer there is no tail to keep:'": (e443, 35, ('n',)),
 }
