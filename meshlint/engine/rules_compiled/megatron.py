@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 199, 1620927395)
+FINGERPRINT = ('0.1.0', 18, 518725642, 201, 1699205767)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -64,12 +64,16 @@ K24 = [('megatron@0.16.1'), ]
 K25 = [('megatron@0.16.1'), ]
 K26 = [('megatron@0.16.1'), ]
 K27 = [('megatron@0.16.1'), ]
-K28 = [('megatron@0.16.1'), ]
-K29 = [('megatron@0.16.1'), ]
+K28 = []
+K29 = []
 K30 = [('megatron@0.16.1'), ]
 K31 = [('megatron@0.16.1'), ]
 K32 = [('megatron@0.16.1'), ]
 K33 = [('megatron@0.16.1'), ]
+K34 = [('megatron@0.16.1'), ]
+K35 = [('megatron@0.16.1'), ]
+K36 = [('megatron@0.16.1'), ]
+K37 = [('megatron@0.16.1'), ]
 
 
 def e0(env):
@@ -2926,11 +2930,337 @@ def e89(env):
 def e90(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    t2 = attr_value(t1, 'args', 'megatron.args')
-    t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'num_distributed_optimizer_instances' in t2:
+        t3 = t2['num_distributed_optimizer_instances']
+        if t3 is None: t3 = Missing('megatron.args.num_distributed_optimizer_instances')
+    else:
+        t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
     return t3
 
 def e91(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'edp' in t1:
+        t2 = t1['edp']
+        if t2 is None: t2 = Missing('megatron.edp')
+    else:
+        t2 = attr_value(t1, 'edp', 'megatron.edp')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t5 = env.lookup('inst')
+        if t5 is None: t5 = Missing('inst')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('%', t2, t5, env)
+        if t6.__class__ is int:
+            t7 = t6 != (0)
+        else:
+            t7 = _compare('!=', t6, (0))
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+    else:
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        if t1.__class__ is dict and 'dp' in t1:
+            t9 = t1['dp']
+            if t9 is None: t9 = Missing('megatron.dp')
+        else:
+            t9 = attr_value(t1, 'dp', 'megatron.dp')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = env.lookup('cp')
+        if t10 is None: t10 = Missing('cp')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 * t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('*', t9, t10, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = env.lookup('inst')
+        if t12 is None: t12 = Missing('inst')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('%', t11, t12, env)
+        if t13.__class__ is int:
+            t14 = t13 == (0)
+        else:
+            t14 = _compare('==', t13, (0))
+        t8 = (t14 if t14.__class__ is bool else _truth(t14))
+    else:
+        t8 = False
+    return t8
+
+def e92(env):
+    t1 = env.lookup('expert_short')
+    if t1 is None: t1 = Missing('expert_short')
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t3 = env.lookup('world_size')
+        if t3 is None: t3 = Missing('world_size')
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        t4 = env.lookup('etp')
+        if t4 is None: t4 = Missing('etp')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('pp')
+        if t5 is None: t5 = Missing('pp')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t6 = t4 * t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('*', t4, t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = _binop('%', t3, t6, env)
+        if t7.__class__ is int:
+            t8 = t7 == (0)
+        else:
+            t8 = _compare('==', t7, (0))
+        t2 = (t8 if t8.__class__ is bool else _truth(t8))
+    else:
+        t2 = False
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t10 = []
+        t11 = env.budget
+        t13 = env.lookup('world_size')
+        if t13 is None: t13 = Missing('world_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('etp')
+        if t14 is None: t14 = Missing('etp')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = env.lookup('pp')
+        if t15 is None: t15 = Missing('pp')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t14.__class__ is int and t15.__class__ is int:
+            t16 = t14 * t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('*', t14, t15, env)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('//', t13, t16, env)
+        t18 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t17])
+        t12 = loop_items(t18)
+        t19 = Env({}, None, t11, env)
+        t20 = t19.values
+        for t21 in t12:
+            t11.left -= 31
+            if t11.left < 0: _charge(env, 0)
+            t20['e'] = t21
+            t19.let_cache = None
+            t22 = t19.lookup('world_size')
+            if t22 is None: t22 = Missing('world_size')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = t19.lookup('etp')
+            if t23 is None: t23 = Missing('etp')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = t21
+            if t24 is None: t24 = Missing('e')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            if t23.__class__ is int and t24.__class__ is int:
+                t25 = t23 * t24
+                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+            else:
+                t25 = _binop('*', t23, t24, t19)
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            t26 = t19.lookup('pp')
+            if t26 is None: t26 = Missing('pp')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            if t25.__class__ is int and t26.__class__ is int:
+                t27 = t25 * t26
+                if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+            else:
+                t27 = _binop('*', t25, t26, t19)
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = _binop('//', t22, t27, t19)
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = t19.lookup('inst')
+            if t29 is None: t29 = Missing('inst')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = _binop('%', t28, t29, t19)
+            if t30.__class__ is int:
+                t31 = t30 == (0)
+            else:
+                t31 = _compare('==', t30, (0))
+            if (t31 if t31.__class__ is bool else _truth(t31)):
+                t33 = t19.lookup('model')
+                if t33 is None: t33 = Missing('model')
+                if t33.__class__ is dict and 'num_experts' in t33:
+                    t34 = t33['num_experts']
+                    if t34 is None: t34 = Missing('model.num_experts')
+                else:
+                    t34 = attr_value(t33, 'num_experts', 'model.num_experts')
+                t35 = (t34 is None or t34.__class__ is Missing)
+                if not (t35 if t35.__class__ is bool else _truth(t35)):
+                    if t34 is None or t34.__class__ is Missing: _need(t34)
+                    t37 = t21
+                    if t37 is None: t37 = Missing('e')
+                    if t37 is None or t37.__class__ is Missing: _need(t37)
+                    t38 = _binop('%', t34, t37, t19)
+                    if t38.__class__ is int:
+                        t39 = t38 == (0)
+                    else:
+                        t39 = _compare('==', t38, (0))
+                    t36 = (t39 if t39.__class__ is bool else _truth(t39))
+                else:
+                    t36 = True
+                t32 = (t36 if t36.__class__ is bool else _truth(t36))
+            else:
+                t32 = False
+            if (t32 if t32.__class__ is bool else _truth(t32)):
+                t40 = t21
+                if t40 is None: t40 = Missing('e')
+                t10.append(t40)
+                t11.mem -= 1
+                if t11.mem < 0: _charge_mem(env, 0)
+                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t9 = t10
+    else:
+        t41 = K28
+        t9 = t41
+    return t9
+
+def e93(env):
+    t1 = env.lookup('expert_short')
+    if t1 is None: t1 = Missing('expert_short')
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t3 = env.lookup('world_size')
+        if t3 is None: t3 = Missing('world_size')
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('pp')
+        if t5 is None: t5 = Missing('pp')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t6 = t4 * t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('*', t4, t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = _binop('%', t3, t6, env)
+        if t7.__class__ is int:
+            t8 = t7 == (0)
+        else:
+            t8 = _compare('==', t7, (0))
+        t2 = (t8 if t8.__class__ is bool else _truth(t8))
+    else:
+        t2 = False
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t10 = []
+        t11 = env.budget
+        t13 = env.lookup('world_size')
+        if t13 is None: t13 = Missing('world_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('ep')
+        if t14 is None: t14 = Missing('ep')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = env.lookup('pp')
+        if t15 is None: t15 = Missing('pp')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t14.__class__ is int and t15.__class__ is int:
+            t16 = t14 * t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('*', t14, t15, env)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('//', t13, t16, env)
+        t18 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t17])
+        t12 = loop_items(t18)
+        t19 = Env({}, None, t11, env)
+        t20 = t19.values
+        for t21 in t12:
+            t11.left -= 19
+            if t11.left < 0: _charge(env, 0)
+            t20['t'] = t21
+            t19.let_cache = None
+            t22 = t19.lookup('world_size')
+            if t22 is None: t22 = Missing('world_size')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = t21
+            if t23 is None: t23 = Missing('t')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = t19.lookup('ep')
+            if t24 is None: t24 = Missing('ep')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            if t23.__class__ is int and t24.__class__ is int:
+                t25 = t23 * t24
+                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+            else:
+                t25 = _binop('*', t23, t24, t19)
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            t26 = t19.lookup('pp')
+            if t26 is None: t26 = Missing('pp')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            if t25.__class__ is int and t26.__class__ is int:
+                t27 = t25 * t26
+                if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+            else:
+                t27 = _binop('*', t25, t26, t19)
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = _binop('//', t22, t27, t19)
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = t19.lookup('inst')
+            if t29 is None: t29 = Missing('inst')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = _binop('%', t28, t29, t19)
+            if t30.__class__ is int:
+                t31 = t30 == (0)
+            else:
+                t31 = _compare('==', t30, (0))
+            if (t31 if t31.__class__ is bool else _truth(t31)):
+                t32 = t21
+                if t32 is None: t32 = Missing('t')
+                t10.append(t32)
+                t11.mem -= 1
+                if t11.mem < 0: _charge_mem(env, 0)
+                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t9 = t10
+    else:
+        t33 = K29
+        t9 = t33
+    return t9
+
+def e94(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'bridge_recipe' in t2:
+        t3 = t2['bridge_recipe']
+        if t3 is None: t3 = Missing('megatron.args.bridge_recipe')
+    else:
+        t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t4 = ('expert_model_parallel_size')
+    else:
+        t4 = ('--expert-model-parallel-size')
+    return t4
+
+def e95(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'bridge_recipe' in t2:
+        t3 = t2['bridge_recipe']
+        if t3 is None: t3 = Missing('megatron.args.bridge_recipe')
+    else:
+        t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t4 = ('expert_tensor_parallel_size')
+    else:
+        t4 = ('--expert-tensor-parallel-size')
+    return t4
+
+def e96(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2941,7 +3271,7 @@ def e91(env):
     t4 = _binop('*', t2, t3, env)
     return t4
 
-def e92(env):
+def e97(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2958,7 +3288,95 @@ def e92(env):
     t8 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t7])
     return t8
 
-def e93(env):
+def e98(env):
+    t1 = env.lookup('eps')
+    if t1 is None: t1 = Missing('eps')
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = env.lookup('etps')
+    if t3 is None: t3 = Missing('etps')
+    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = _binop('+', t2, t4, env)
+    if t5.__class__ is int:
+        t6 = t5 > (0)
+    else:
+        t6 = _compare('>', t5, (0))
+    if _truth(t6):
+        t8 = env.lookup('inst')
+        if t8 is None: t8 = Missing('inst')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', (', or keep '), t9, env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = _binop('+', t10, (' and leave the expert data-parallel size (world / etp·ep·pp) a multiple of it: '), env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+        if t12.__class__ is int:
+            t13 = t12 > (0)
+        else:
+            t13 = _compare('>', t12, (0))
+        if _truth(t13):
+            t15 = env.lookup('ep_flag')
+            if t15 is None: t15 = Missing('ep_flag')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = _binop('+', t15, (' '), env)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = _binop('+', t16, t17, env)
+            t14 = t18
+        else:
+            t14 = ('')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t19 = _binop('+', t11, t14, env)
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+        if t20.__class__ is int:
+            t21 = t20 > (0)
+        else:
+            t21 = _compare('>', t20, (0))
+        if _truth(t21):
+            t23 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+            if t23.__class__ is int:
+                t24 = t23 > (0)
+            else:
+                t24 = _compare('>', t23, (0))
+            t22 = _truth(t24)
+        else:
+            t22 = False
+        if _truth(t22):
+            t25 = (' or ')
+        else:
+            t25 = ('')
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = _binop('+', t19, t25, env)
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+        if t27.__class__ is int:
+            t28 = t27 > (0)
+        else:
+            t28 = _compare('>', t27, (0))
+        if _truth(t28):
+            t30 = env.lookup('etp_flag')
+            if t30 is None: t30 = Missing('etp_flag')
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            t31 = _binop('+', t30, (' '), env)
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            t32 = call_value(env, F_join.fn, F_join.cost, False, [t3])
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            t33 = _binop('+', t31, t32, env)
+            t29 = t33
+        else:
+            t29 = ('')
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        t34 = _binop('+', t26, t29, env)
+        t7 = t34
+    else:
+        t7 = ('')
+    return t7
+
+def e99(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'env' in t1:
@@ -2977,7 +3395,7 @@ def e93(env):
         t4 = _compare('==', t3, ('1'))
     return t4
 
-def e94(env):
+def e100(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2985,7 +3403,7 @@ def e94(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K28
+    t4 = K30
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3096,7 +3514,7 @@ def e94(env):
         t5 = False
     return t5
 
-def e95(env):
+def e101(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'env', 'megatron.env')
@@ -3111,7 +3529,7 @@ def e95(env):
         t5 = t7
     return t5
 
-def e96(env):
+def e102(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -3132,7 +3550,7 @@ def e96(env):
         t3 = t8
     return t3
 
-def e97(env):
+def e103(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -3151,7 +3569,7 @@ def e97(env):
         t3 = t7
     return t3
 
-def e98(env):
+def e104(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -3170,7 +3588,7 @@ def e98(env):
         t4 = _compare('!=', t3, (True))
     return t4
 
-def e99(env):
+def e105(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3178,7 +3596,7 @@ def e99(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K29
+    t4 = K31
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3213,7 +3631,7 @@ def e99(env):
         t5 = False
     return t5
 
-def e100(env):
+def e106(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'layout_error' in t1:
@@ -3224,7 +3642,7 @@ def e100(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e101(env):
+def e107(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3232,7 +3650,7 @@ def e101(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K30
+    t4 = K32
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3249,19 +3667,19 @@ def e101(env):
         t5 = False
     return t5
 
-def e102(env):
+def e108(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout', 'megatron.layout')
     return t2
 
-def e103(env):
+def e109(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
     return t2
 
-def e104(env):
+def e110(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3278,7 +3696,7 @@ def e104(env):
         t5 = ('')
     return t5
 
-def e105(env):
+def e111(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
@@ -3298,7 +3716,7 @@ def e105(env):
         t5 = ('')
     return t5
 
-def e106(env):
+def e112(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'core_refusals' in t1:
@@ -3308,25 +3726,25 @@ def e106(env):
         t2 = attr_value(t1, 'core_refusals', 'megatron.core_refusals')
     return t2
 
-def e107(env):
+def e113(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'site', 'item.site')
     return t2
 
-def e108(env):
+def e114(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'condition', 'item.condition')
     return t2
 
-def e109(env):
+def e115(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'options', 'item.options')
     return t2
 
-def e110(env):
+def e116(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'validate_refusals' in t1:
@@ -3336,7 +3754,7 @@ def e110(env):
         t2 = attr_value(t1, 'validate_refusals', 'megatron.validate_refusals')
     return t2
 
-def e111(env):
+def e117(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -3347,7 +3765,7 @@ def e111(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e112(env):
+def e118(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3355,7 +3773,7 @@ def e112(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K31
+    t4 = K33
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3377,7 +3795,7 @@ def e112(env):
         t5 = False
     return t5
 
-def e113(env):
+def e119(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3385,7 +3803,7 @@ def e113(env):
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3, (' ')])
     return t4
 
-def e114(env):
+def e120(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3397,7 +3815,7 @@ def e114(env):
         t5 = ('unset')
     return t5
 
-def e115(env):
+def e121(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
@@ -3409,28 +3827,28 @@ def e115(env):
         t5 = ('fails during training')
     return t5
 
-def e116(env):
+def e122(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'message', 'megatron.rampup.message')
     return t3
 
-def e117(env):
+def e123(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'site', 'megatron.rampup.site')
     return t3
 
-def e118(env):
+def e124(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'key', 'megatron.rampup.key')
     return t3
 
-def e119(env):
+def e125(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -3458,7 +3876,7 @@ def e119(env):
         t8 = ('')
     return t8
 
-def e120(env):
+def e126(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'pstate_refusals' in t1:
@@ -3468,7 +3886,7 @@ def e120(env):
         t2 = attr_value(t1, 'pstate_refusals', 'megatron.pstate_refusals')
     return t2
 
-def e121(env):
+def e127(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3476,7 +3894,7 @@ def e121(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K32
+    t4 = K34
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3523,7 +3941,7 @@ def e121(env):
         t5 = False
     return t5
 
-def e122(env):
+def e128(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3534,7 +3952,7 @@ def e122(env):
         t4 = ('--num-experts')
     return t4
 
-def e123(env):
+def e129(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3545,18 +3963,7 @@ def e123(env):
         t4 = ('add --sequence-parallel')
     return t4
 
-def e124(env):
-    t1 = env.lookup('megatron')
-    if t1 is None: t1 = Missing('megatron')
-    t2 = attr_value(t1, 'args', 'megatron.args')
-    t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
-    if _truth(t3):
-        t4 = ('expert_tensor_parallel_size')
-    else:
-        t4 = ('--expert-tensor-parallel-size')
-    return t4
-
-def e125(env):
+def e130(env):
     t2 = env.lookup('megatron')
     if t2 is None: t2 = Missing('megatron')
     if t2.__class__ is dict and 'cp_comm_types' in t2:
@@ -3583,7 +3990,7 @@ def e125(env):
         t4 = True
     return t4
 
-def e126(env):
+def e131(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3591,7 +3998,7 @@ def e126(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K33
+    t4 = K35
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3636,7 +4043,7 @@ def e126(env):
         t5 = False
     return t5
 
-def e127(env):
+def e132(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('cp')
@@ -3726,7 +4133,7 @@ def e127(env):
         t18 = t4
     return t18
 
-def e128(env):
+def e133(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3819,7 +4226,7 @@ def e128(env):
     t34 = _binop('//', t1, t18, env)
     return t34
 
-def e129(env):
+def e134(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'microbatch_group' in t1:
@@ -3830,20 +4237,20 @@ def e129(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e130(env):
+def e135(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'pp', 'megatron.microbatch_group.pp')
     return t3
 
-def e131(env):
+def e136(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'vp', 'megatron.vp')
     return t2
 
-def e132(env):
+def e137(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
@@ -3851,28 +4258,28 @@ def e132(env):
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t3, ('microbatch'), ('microbatches')])
     return t4
 
-def e133(env):
+def e138(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'cause', 'megatron.microbatch_group.cause')
     return t3
 
-def e134(env):
+def e139(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'error', 'megatron.microbatch_group.error')
     return t3
 
-def e135(env):
+def e140(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'site', 'megatron.microbatch_group.site')
     return t3
 
-def e136(env):
+def e141(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
@@ -3889,7 +4296,7 @@ def e136(env):
         t6 = ('')
     return t6
 
-def e137(env):
+def e142(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
@@ -3934,6 +4341,574 @@ def e137(env):
         t23 = _binop('+', t22, ('), or drop it (it defaults to pp)'), env)
         t4 = t23
     return t4
+
+def e143(env):
+    t1 = env.lookup('etp')
+    if t1 is None: t1 = Missing('etp')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('ep')
+    if t2 is None: t2 = Missing('ep')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t1.__class__ is int and t2.__class__ is int:
+        t3 = t1 * t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('*', t1, t2, env)
+    if t3.__class__ is int:
+        t4 = t3 > (1)
+    else:
+        t4 = _compare('>', t3, (1))
+    return t4
+
+def e144(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K36
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('model')
+        if t6 is None: t6 = Missing('model')
+        if t6.__class__ is dict and 'num_experts' in t6:
+            t7 = t6['num_experts']
+            if t7 is None: t7 = Missing('model.num_experts')
+        else:
+            t7 = attr_value(t6, 'num_experts', 'model.num_experts')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t10 = env.lookup('megatron')
+            if t10 is None: t10 = Missing('megatron')
+            if t10.__class__ is dict and 'args' in t10:
+                t11 = t10['args']
+                if t11 is None: t11 = Missing('megatron.args')
+            else:
+                t11 = attr_value(t10, 'args', 'megatron.args')
+            if t11.__class__ is dict and 'moe_token_dispatcher_type' in t11:
+                t12 = t11['moe_token_dispatcher_type']
+                if t12 is None: t12 = Missing('megatron.args.moe_token_dispatcher_type')
+            else:
+                t12 = attr_value(t11, 'moe_token_dispatcher_type', 'megatron.args.moe_token_dispatcher_type')
+            if t12.__class__ is str:
+                t13 = t12 == ('flex')
+            else:
+                t13 = _compare('==', t12, ('flex'))
+            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+        else:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t15 = env.lookup('megatron')
+            if t15 is None: t15 = Missing('megatron')
+            if t15.__class__ is dict and 'args' in t15:
+                t16 = t15['args']
+                if t16 is None: t16 = Missing('megatron.args')
+            else:
+                t16 = attr_value(t15, 'args', 'megatron.args')
+            if t16.__class__ is dict and 'bridge_recipe' in t16:
+                t17 = t16['bridge_recipe']
+                if t17 is None: t17 = Missing('megatron.args.bridge_recipe')
+            else:
+                t17 = attr_value(t16, 'bridge_recipe', 'megatron.args.bridge_recipe')
+            if t17.__class__ is (True).__class__ and (t17.__class__ is int or t17.__class__ is str):
+                t18 = t17 == (True)
+            else:
+                t18 = _compare('==', t17, (True))
+            if not (t18 if t18.__class__ is bool else _truth(t18)):
+                if t16.__class__ is dict and 'fake_process_group' in t16:
+                    t20 = t16['fake_process_group']
+                    if t20 is None: t20 = Missing('megatron.args.fake_process_group')
+                else:
+                    t20 = attr_value(t16, 'fake_process_group', 'megatron.args.fake_process_group')
+                if t20.__class__ is (True).__class__ and (t20.__class__ is int or t20.__class__ is str):
+                    t21 = t20 != (True)
+                else:
+                    t21 = _compare('!=', t20, (True))
+                t19 = (t21 if t21.__class__ is bool else _truth(t21))
+            else:
+                t19 = True
+            t14 = (t19 if t19.__class__ is bool else _truth(t19))
+        else:
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+    else:
+        t5 = False
+    return t5
+
+def e145(env):
+    t1 = env.lookup('world_known')
+    if t1 is None: t1 = Missing('world_known')
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t3 = env.lookup('world_size')
+        if t3 is None: t3 = Missing('world_size')
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        t4 = env.lookup('etp')
+        if t4 is None: t4 = Missing('etp')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('pp')
+        if t5 is None: t5 = Missing('pp')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t6 = t4 * t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('*', t4, t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = _binop('%', t3, t6, env)
+        if t7.__class__ is int:
+            t8 = t7 == (0)
+        else:
+            t8 = _compare('==', t7, (0))
+        t2 = (t8 if t8.__class__ is bool else _truth(t8))
+    else:
+        t2 = False
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t10 = []
+        t11 = env.budget
+        t13 = env.lookup('world_size')
+        if t13 is None: t13 = Missing('world_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('etp')
+        if t14 is None: t14 = Missing('etp')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = env.lookup('pp')
+        if t15 is None: t15 = Missing('pp')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t14.__class__ is int and t15.__class__ is int:
+            t16 = t14 * t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('*', t14, t15, env)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('//', t13, t16, env)
+        t18 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t17])
+        t12 = loop_items(t18)
+        t19 = Env({}, None, t11, env)
+        t20 = t19.values
+        for t21 in t12:
+            t11.left -= 18
+            if t11.left < 0: _charge(env, 0)
+            t20['e'] = t21
+            t19.let_cache = None
+            t22 = t21
+            if t22 is None: t22 = Missing('e')
+            if t22.__class__ is int:
+                t23 = t22 > (1)
+            else:
+                t23 = _compare('>', t22, (1))
+            if (t23 if t23.__class__ is bool else _truth(t23)):
+                t25 = t19.lookup('model')
+                if t25 is None: t25 = Missing('model')
+                if t25.__class__ is dict and 'num_experts' in t25:
+                    t26 = t25['num_experts']
+                    if t26 is None: t26 = Missing('model.num_experts')
+                else:
+                    t26 = attr_value(t25, 'num_experts', 'model.num_experts')
+                if t26 is None or t26.__class__ is Missing: _need(t26)
+                t27 = t21
+                if t27 is None: t27 = Missing('e')
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                t28 = _binop('%', t26, t27, t19)
+                if t28.__class__ is int:
+                    t29 = t28 == (0)
+                else:
+                    t29 = _compare('==', t28, (0))
+                t24 = (t29 if t29.__class__ is bool else _truth(t29))
+            else:
+                t24 = False
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t30 = t21
+                if t30 is None: t30 = Missing('e')
+                t10.append(t30)
+                t11.mem -= 1
+                if t11.mem < 0: _charge_mem(env, 0)
+                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t9 = t10
+    else:
+        t31 = []
+        t32 = env.budget
+        t34 = env.lookup('model')
+        if t34 is None: t34 = Missing('model')
+        if t34.__class__ is dict and 'num_experts' in t34:
+            t35 = t34['num_experts']
+            if t35 is None: t35 = Missing('model.num_experts')
+        else:
+            t35 = attr_value(t34, 'num_experts', 'model.num_experts')
+        t36 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t35])
+        t33 = loop_items(t36)
+        t37 = Env({}, None, t32, env)
+        t38 = t37.values
+        for t39 in t33:
+            t32.left -= 8
+            if t32.left < 0: _charge(env, 0)
+            t38['e'] = t39
+            t37.let_cache = None
+            t40 = t39
+            if t40 is None: t40 = Missing('e')
+            if t40.__class__ is int:
+                t41 = t40 > (1)
+            else:
+                t41 = _compare('>', t40, (1))
+            if (t41 if t41.__class__ is bool else _truth(t41)):
+                t42 = t39
+                if t42 is None: t42 = Missing('e')
+                t31.append(t42)
+                t32.mem -= 1
+                if t32.mem < 0: _charge_mem(env, 0)
+                if len(t31) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t9 = t31
+    return t9
+
+def e146(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    if _truth(t3):
+        t4 = ('model.moe_token_dispatcher_type')
+    else:
+        t4 = ('--moe-token-dispatcher-type')
+    return t4
+
+def e147(env):
+    t1 = env.lookup('eps')
+    if t1 is None: t1 = Missing('eps')
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t2.__class__ is int:
+        t3 = t2 > (0)
+    else:
+        t3 = _compare('>', t2, (0))
+    if _truth(t3):
+        t5 = env.lookup('megatron')
+        if t5 is None: t5 = Missing('megatron')
+        t6 = attr_value(t5, 'args', 'megatron.args')
+        t7 = attr_value(t6, 'bridge_recipe', 'megatron.args.bridge_recipe')
+        if _truth(t7):
+            t8 = ('expert_model_parallel_size')
+        else:
+            t8 = ('--expert-model-parallel-size')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', ('set '), t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', t9, (' to '), env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t10, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t12, (' (it divides the '), env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('model')
+        if t14 is None: t14 = Missing('model')
+        t15 = attr_value(t14, 'num_experts', 'model.num_experts')
+        t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('+', t13, t16, env)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = _binop('+', t17, (' experts'), env)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = env.lookup('world_known')
+        if t19 is None: t19 = Missing('world_known')
+        if _truth(t19):
+            t20 = (' and the ranks left by etp·pp')
+        else:
+            t20 = ('')
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = _binop('+', t18, t20, env)
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        t22 = _binop('+', t21, ('), or '), env)
+        t4 = t22
+    else:
+        t4 = ('')
+    return t4
+
+def e148(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'num_attention_heads' in t2:
+        t3 = t2['num_attention_heads']
+        if t3 is None: t3 = Missing('megatron.args.num_attention_heads')
+    else:
+        t3 = attr_value(t2, 'num_attention_heads', 'megatron.args.num_attention_heads')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t2.__class__ is dict and 'num_query_groups' in t2:
+        t4 = t2['num_query_groups']
+        if t4 is None: t4 = Missing('megatron.args.num_query_groups')
+    else:
+        t4 = attr_value(t2, 'num_query_groups', 'megatron.args.num_query_groups')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = _binop('%', t3, t4, env)
+    if t5.__class__ is int:
+        t6 = t5 == (0)
+    else:
+        t6 = _compare('==', t5, (0))
+    return t6
+
+def e149(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K37
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'args' in t6:
+            t7 = t6['args']
+            if t7 is None: t7 = Missing('megatron.args')
+        else:
+            t7 = attr_value(t6, 'args', 'megatron.args')
+        if t7.__class__ is dict and 'bridge_recipe' in t7:
+            t8 = t7['bridge_recipe']
+            if t8 is None: t8 = Missing('megatron.args.bridge_recipe')
+        else:
+            t8 = attr_value(t7, 'bridge_recipe', 'megatron.args.bridge_recipe')
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 != (True)
+        else:
+            t9 = _compare('!=', t8, (True))
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            if t7.__class__ is dict and 'group_query_attention' in t7:
+                t11 = t7['group_query_attention']
+                if t11 is None: t11 = Missing('megatron.args.group_query_attention')
+            else:
+                t11 = attr_value(t7, 'group_query_attention', 'megatron.args.group_query_attention')
+            if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 == (True)
+            else:
+                t12 = _compare('==', t11, (True))
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+        else:
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            if t7.__class__ is dict and 'multi_latent_attention' in t7:
+                t14 = t7['multi_latent_attention']
+                if t14 is None: t14 = Missing('megatron.args.multi_latent_attention')
+            else:
+                t14 = attr_value(t7, 'multi_latent_attention', 'megatron.args.multi_latent_attention')
+            if t14.__class__ is (True).__class__ and (t14.__class__ is int or t14.__class__ is str):
+                t15 = t14 != (True)
+            else:
+                t15 = _compare('!=', t14, (True))
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            if t7.__class__ is dict and 'num_attention_heads' in t7:
+                t17 = t7['num_attention_heads']
+                if t17 is None: t17 = Missing('megatron.args.num_attention_heads')
+            else:
+                t17 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
+            t18 = not (t17 is None or t17.__class__ is Missing)
+            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+        else:
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            if t7.__class__ is dict and 'num_query_groups' in t7:
+                t20 = t7['num_query_groups']
+                if t20 is None: t20 = Missing('megatron.args.num_query_groups')
+            else:
+                t20 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
+            t21 = not (t20 is None or t20.__class__ is Missing)
+            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+        else:
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            if t7.__class__ is dict and 'num_query_groups' in t7:
+                t23 = t7['num_query_groups']
+                if t23 is None: t23 = Missing('megatron.args.num_query_groups')
+            else:
+                t23 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
+            if t23.__class__ is int:
+                t24 = t23 > (0)
+            else:
+                t24 = _compare('>', t23, (0))
+            t22 = (t24 if t24.__class__ is bool else _truth(t24))
+        else:
+            t22 = False
+        if (t22 if t22.__class__ is bool else _truth(t22)):
+            if t7.__class__ is dict and 'num_attention_heads' in t7:
+                t26 = t7['num_attention_heads']
+                if t26 is None: t26 = Missing('megatron.args.num_attention_heads')
+            else:
+                t26 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = env.lookup('tp')
+            if t27 is None: t27 = Missing('tp')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = _binop('%', t26, t27, env)
+            if t28.__class__ is int:
+                t29 = t28 == (0)
+            else:
+                t29 = _compare('==', t28, (0))
+            t25 = (t29 if t29.__class__ is bool else _truth(t29))
+        else:
+            t25 = False
+        if (t25 if t25.__class__ is bool else _truth(t25)):
+            if t7.__class__ is dict and 'num_query_groups' in t7:
+                t31 = t7['num_query_groups']
+                if t31 is None: t31 = Missing('megatron.args.num_query_groups')
+            else:
+                t31 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            t32 = env.lookup('tp')
+            if t32 is None: t32 = Missing('tp')
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            t33 = _binop('%', t31, t32, env)
+            if t33.__class__ is int:
+                t34 = t33 == (0)
+            else:
+                t34 = _compare('==', t33, (0))
+            if not (t34 if t34.__class__ is bool else _truth(t34)):
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                if t31 is None or t31.__class__ is Missing: _need(t31)
+                t36 = _binop('%', t32, t31, env)
+                if t36.__class__ is int:
+                    t37 = t36 == (0)
+                else:
+                    t37 = _compare('==', t36, (0))
+                t35 = (t37 if t37.__class__ is bool else _truth(t37))
+            else:
+                t35 = True
+            t30 = (t35 if t35.__class__ is bool else _truth(t35))
+        else:
+            t30 = False
+        t5 = (t30 if t30.__class__ is bool else _truth(t30))
+    else:
+        t5 = False
+    return t5
+
+def e150(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'num_attention_heads' in t2:
+        t3 = t2['num_attention_heads']
+        if t3 is None: t3 = Missing('megatron.args.num_attention_heads')
+    else:
+        t3 = attr_value(t2, 'num_attention_heads', 'megatron.args.num_attention_heads')
+    return t3
+
+def e151(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'num_query_groups' in t2:
+        t3 = t2['num_query_groups']
+        if t3 is None: t3 = Missing('megatron.args.num_query_groups')
+    else:
+        t3 = attr_value(t2, 'num_query_groups', 'megatron.args.num_query_groups')
+    return t3
+
+def e152(env):
+    t1 = []
+    t2 = env.budget
+    t4 = env.lookup('h')
+    if t4 is None: t4 = Missing('h')
+    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 15
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = t6.lookup('tp')
+        if t10 is None: t10 = Missing('tp')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = _binop('%', t9, t10, t6)
+        if t11.__class__ is int:
+            t12 = t11 == (0)
+        else:
+            t12 = _compare('==', t11, (0))
+        if not (t12 if t12.__class__ is bool else _truth(t12)):
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t14 = t8
+            if t14 is None: t14 = Missing('d')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = _binop('%', t10, t14, t6)
+            if t15.__class__ is int:
+                t16 = t15 == (0)
+            else:
+                t16 = _compare('==', t15, (0))
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t13 = True
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t17 = t8
+            if t17 is None: t17 = Missing('d')
+            t1.append(t17)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
+            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    return t1
+
+def e153(env):
+    t1 = env.lookup('g')
+    if t1 is None: t1 = Missing('g')
+    return t1
+
+def e154(env):
+    t1 = env.lookup('h')
+    if t1 is None: t1 = Missing('h')
+    return t1
+
+def e155(env):
+    t1 = env.lookup('h')
+    if t1 is None: t1 = Missing('h')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('g')
+    if t2 is None: t2 = Missing('g')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = _binop('//', t1, t2, env)
+    return t3
+
+def e156(env):
+    t1 = env.lookup('gs')
+    if t1 is None: t1 = Missing('gs')
+    t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t2
+
+def e157(env):
+    t1 = env.lookup('tp')
+    if t1 is None: t1 = Missing('tp')
+    if t1.__class__ is int:
+        t2 = t1 > (1)
+    else:
+        t2 = _compare('>', t1, (1))
+    if _truth(t2):
+        t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = _binop('+', (', and a multiple or divisor of tp '), t4, env)
+        t3 = t5
+    else:
+        t3 = ('')
+    return t3
 
 COMPILED = {
     'world_size % megatron.model_size == 0': (e0, 6, ('megatron', 'world_size')),
@@ -4027,51 +5002,71 @@ COMPILED = {
     '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e88, 24, ('cp', 'megatron')),
     "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e89, 24, ('framework', 'megatron', 'world_known')),
     'megatron.args.num_distributed_optimizer_instances': (e90, 3, ('megatron',)),
-    'megatron.dp * cp': (e91, 4, ('cp', 'megatron')),
-    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e92, 12, ('cp', 'megatron')),
-    "megatron.env.cuda_device_max_connections == '1'": (e93, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e94, 48, ('cp', 'framework', 'megatron', 'tp')),
-    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e95, 11, ('megatron',)),
-    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e96, 12, ('cp', 'tp')),
-    'keys.tp if tp > 1 else keys.cp': (e97, 8, ('keys', 'tp')),
-    'megatron.args.bridge_sequence_parallel != true': (e98, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e99, 15, ('framework', 'megatron', 'tp')),
-    'megatron.layout_error == null': (e100, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e101, 10, ('framework', 'megatron')),
-    'megatron.layout': (e102, 2, ('megatron',)),
-    'megatron.layout_error': (e103, 2, ('megatron',)),
-    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e104, 15, ('megatron',)),
-    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e105, 14, ('megatron',)),
-    'megatron.core_refusals': (e106, 2, ('megatron',)),
-    'item.site': (e107, 2, ('item',)),
-    'item.condition': (e108, 2, ('item',)),
-    'item.options': (e109, 2, ('item',)),
-    'megatron.validate_refusals': (e110, 2, ('megatron',)),
-    'megatron.rampup == null': (e111, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e112, 11, ('framework', 'megatron')),
-    "join(megatron.args.rampup_batch_size, ' ')": (e113, 5, ('megatron',)),
-    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e114, 10, ('megatron',)),
-    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e115, 8, ('megatron',)),
-    'megatron.rampup.message': (e116, 3, ('megatron',)),
-    'megatron.rampup.site': (e117, 3, ('megatron',)),
-    'megatron.rampup.key': (e118, 3, ('megatron',)),
-    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e119, 23, ('megatron',)),
-    'megatron.pstate_refusals': (e120, 2, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (model.num_experts != null and tp > 1 and megatron.args.skip_train != true)": (e121, 20, ('framework', 'megatron', 'model', 'tp')),
-    "'model.num_moe_experts' if megatron.args.bridge_recipe else '--num-experts'": (e122, 6, ('megatron',)),
-    "'set cfg.model.sequence_parallel = True' if megatron.args.bridge_recipe else 'add --sequence-parallel'": (e123, 6, ('megatron',)),
-    "'expert_tensor_parallel_size' if megatron.args.bridge_recipe else '--expert-tensor-parallel-size'": (e124, 6, ('megatron',)),
-    "'a2a+p2p' not in megatron.cp_comm_types or megatron.args.hierarchical_context_parallel_sizes != null": (e125, 10, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and cp > 1 and megatron.cp_comm_types != null)": (e126, 20, ('cp', 'framework', 'megatron')),
-    '[f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp': (e127, 29, ('cp',)),
-    'cp // ([f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp)': (e128, 31, ('cp',)),
-    'megatron.microbatch_group == null': (e129, 4, ('megatron',)),
-    'megatron.microbatch_group.pp': (e130, 3, ('megatron',)),
-    'megatron.vp': (e131, 2, ('megatron',)),
-    "plural(megatron.microbatch_group.m, 'microbatch', 'microbatches')": (e132, 6, ('megatron',)),
-    'megatron.microbatch_group.cause': (e133, 3, ('megatron',)),
-    'megatron.microbatch_group.error': (e134, 3, ('megatron',)),
-    'megatron.microbatch_group.site': (e135, 3, ('megatron',)),
-    "'microbatch_group_size_per_vp_stage|' if megatron.microbatch_group.group < megatron.microbatch_group.pp else ''": (e136, 10, ('megatron',)),
-    "('set ' + ('train.global_batch_size' if megatron.args.bridge_recipe else '--global-batch-size') + ' to ' + join(megatron.microbatch_group.batches) + ' (' + join(megatron.microbatch_group.valid) + ' microbatches: ' + megatron.microbatch_group.need + ')') if megatron.microbatch_group.valid else ('set --microbatch-group-size-per-virtual-pipeline-stage to at least pp (' + str(megatron.microbatch_group.pp) + '), or drop it (it defaults to pp)')": (e137, 42, ('megatron',)),
+    'megatron.edp != null and megatron.edp % inst != 0 and (megatron.dp * cp) % inst == 0': (e91, 20, ('cp', 'inst', 'megatron')),
+    '[e for e in divisors(world_size // (etp * pp)) if (world_size // (etp * e * pp)) % inst == 0 and (model.num_experts == null or model.num_experts % e == 0)] if expert_short and world_size % (etp * pp) == 0 else []': (e92, 42, ('etp', 'expert_short', 'inst', 'model', 'pp', 'world_size')),
+    '[t for t in divisors(world_size // (ep * pp)) if (world_size // (t * ep * pp)) % inst == 0] if expert_short and world_size % (ep * pp) == 0 else []': (e93, 30, ('ep', 'expert_short', 'inst', 'pp', 'world_size')),
+    "'expert_model_parallel_size' if megatron.args.bridge_recipe else '--expert-model-parallel-size'": (e94, 6, ('megatron',)),
+    "'expert_tensor_parallel_size' if megatron.args.bridge_recipe else '--expert-tensor-parallel-size'": (e95, 6, ('megatron',)),
+    'megatron.dp * cp': (e96, 4, ('cp', 'megatron')),
+    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e97, 12, ('cp', 'megatron')),
+    "(', or keep ' + str(inst) + ' and leave the expert data-parallel size (world / etp·ep·pp) a multiple of it: ' + ((ep_flag + ' ' + join(eps)) if len(eps) > 0 else '') + (' or ' if len(eps) > 0 and len(etps) > 0 else '') + ((etp_flag + ' ' + join(etps)) if len(etps) > 0 else '')) if len(eps) + len(etps) > 0 else ''": (e98, 54, ('ep_flag', 'eps', 'etp_flag', 'etps', 'inst')),
+    "megatron.env.cuda_device_max_connections == '1'": (e99, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e100, 48, ('cp', 'framework', 'megatron', 'tp')),
+    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e101, 11, ('megatron',)),
+    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e102, 12, ('cp', 'tp')),
+    'keys.tp if tp > 1 else keys.cp': (e103, 8, ('keys', 'tp')),
+    'megatron.args.bridge_sequence_parallel != true': (e104, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e105, 15, ('framework', 'megatron', 'tp')),
+    'megatron.layout_error == null': (e106, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e107, 10, ('framework', 'megatron')),
+    'megatron.layout': (e108, 2, ('megatron',)),
+    'megatron.layout_error': (e109, 2, ('megatron',)),
+    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e110, 15, ('megatron',)),
+    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e111, 14, ('megatron',)),
+    'megatron.core_refusals': (e112, 2, ('megatron',)),
+    'item.site': (e113, 2, ('item',)),
+    'item.condition': (e114, 2, ('item',)),
+    'item.options': (e115, 2, ('item',)),
+    'megatron.validate_refusals': (e116, 2, ('megatron',)),
+    'megatron.rampup == null': (e117, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e118, 11, ('framework', 'megatron')),
+    "join(megatron.args.rampup_batch_size, ' ')": (e119, 5, ('megatron',)),
+    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e120, 10, ('megatron',)),
+    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e121, 8, ('megatron',)),
+    'megatron.rampup.message': (e122, 3, ('megatron',)),
+    'megatron.rampup.site': (e123, 3, ('megatron',)),
+    'megatron.rampup.key': (e124, 3, ('megatron',)),
+    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e125, 23, ('megatron',)),
+    'megatron.pstate_refusals': (e126, 2, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (model.num_experts != null and tp > 1 and megatron.args.skip_train != true)": (e127, 20, ('framework', 'megatron', 'model', 'tp')),
+    "'model.num_moe_experts' if megatron.args.bridge_recipe else '--num-experts'": (e128, 6, ('megatron',)),
+    "'set cfg.model.sequence_parallel = True' if megatron.args.bridge_recipe else 'add --sequence-parallel'": (e129, 6, ('megatron',)),
+    "'a2a+p2p' not in megatron.cp_comm_types or megatron.args.hierarchical_context_parallel_sizes != null": (e130, 10, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and cp > 1 and megatron.cp_comm_types != null)": (e131, 20, ('cp', 'framework', 'megatron')),
+    '[f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp': (e132, 29, ('cp',)),
+    'cp // ([f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp)': (e133, 31, ('cp',)),
+    'megatron.microbatch_group == null': (e134, 4, ('megatron',)),
+    'megatron.microbatch_group.pp': (e135, 3, ('megatron',)),
+    'megatron.vp': (e136, 2, ('megatron',)),
+    "plural(megatron.microbatch_group.m, 'microbatch', 'microbatches')": (e137, 6, ('megatron',)),
+    'megatron.microbatch_group.cause': (e138, 3, ('megatron',)),
+    'megatron.microbatch_group.error': (e139, 3, ('megatron',)),
+    'megatron.microbatch_group.site': (e140, 3, ('megatron',)),
+    "'microbatch_group_size_per_vp_stage|' if megatron.microbatch_group.group < megatron.microbatch_group.pp else ''": (e141, 10, ('megatron',)),
+    "('set ' + ('train.global_batch_size' if megatron.args.bridge_recipe else '--global-batch-size') + ' to ' + join(megatron.microbatch_group.batches) + ' (' + join(megatron.microbatch_group.valid) + ' microbatches: ' + megatron.microbatch_group.need + ')') if megatron.microbatch_group.valid else ('set --microbatch-group-size-per-virtual-pipeline-stage to at least pp (' + str(megatron.microbatch_group.pp) + '), or drop it (it defaults to pp)')": (e142, 42, ('megatron',)),
+    'etp * ep > 1': (e143, 5, ('ep', 'etp')),
+    "framework.id in ['megatron@0.16.1'] and (model.num_experts != null and megatron.args.moe_token_dispatcher_type == 'flex' and (megatron.args.bridge_recipe == true or megatron.args.fake_process_group != true))": (e144, 28, ('framework', 'megatron', 'model')),
+    '[e for e in divisors(world_size // (etp * pp)) if e > 1 and model.num_experts % e == 0] if world_known and world_size % (etp * pp) == 0 else [e for e in divisors(model.num_experts) if e > 1]': (e145, 36, ('etp', 'model', 'pp', 'world_known', 'world_size')),
+    "'model.moe_token_dispatcher_type' if megatron.args.bridge_recipe else '--moe-token-dispatcher-type'": (e146, 6, ('megatron',)),
+    "('set ' + ('expert_model_parallel_size' if megatron.args.bridge_recipe else '--expert-model-parallel-size') + ' to ' + join(eps) + ' (it divides the ' + str(model.num_experts) + ' experts' + (' and the ranks left by etp·pp' if world_known else '') + '), or ') if len(eps) > 0 else ''": (e147, 34, ('eps', 'megatron', 'model', 'world_known')),
+    'megatron.args.num_attention_heads % megatron.args.num_query_groups == 0': (e148, 9, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe != true and megatron.args.group_query_attention == true and megatron.args.multi_latent_attention != true and megatron.args.num_attention_heads != null and megatron.args.num_query_groups != null and megatron.args.num_query_groups > 0 and megatron.args.num_attention_heads % tp == 0 and (megatron.args.num_query_groups % tp == 0 or tp % megatron.args.num_query_groups == 0))": (e149, 65, ('framework', 'megatron', 'tp')),
+    'megatron.args.num_attention_heads': (e150, 3, ('megatron',)),
+    'megatron.args.num_query_groups': (e151, 3, ('megatron',)),
+    '[d for d in divisors(h) if d % tp == 0 or tp % d == 0]': (e152, 15, ('h', 'tp')),
+    'g': (e153, 1, ('g',)),
+    'h': (e154, 1, ('h',)),
+    'h // g': (e155, 3, ('g', 'h')),
+    'join(gs)': (e156, 2, ('gs',)),
+    "', and a multiple or divisor of tp ' + str(tp) if tp > 1 else ''": (e157, 9, ('tp',)),
 }
