@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 199, 1620927395)
+FINGERPRINT = ('0.1.0', 18, 457651586, 200, 2791097520)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -1522,26 +1522,46 @@ def e73(env):
     return t1
 
 def e74(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t3 = not (t2 is None or t2.__class__ is Missing)
-    return t3
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = not (t1 is None or t1.__class__ is Missing)
+    return t2
 
 def e75(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t3 = (t2 is None or t2.__class__ is Missing)
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    if _truth(t2):
+        t4 = env.lookup('item')
+        if t4 is None: t4 = Missing('item')
+        t5 = attr_value(t4, 'suggestion', 'item.suggestion')
+        t6 = not (t5 is None or t5.__class__ is Missing)
+        t3 = _truth(t6)
+    else:
+        t3 = False
     return t3
 
 def e76(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    if _truth(t2):
+        t4 = env.lookup('item')
+        if t4 is None: t4 = Missing('item')
+        t5 = attr_value(t4, 'suggestion', 'item.suggestion')
+        t6 = (t5 is None or t5.__class__ is Missing)
+        t3 = _truth(t6)
+    else:
+        t3 = False
+    return t3
+
+def e77(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'section', 'item.section')
     return t2
 
-def e77(env):
+def e78(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
@@ -1556,7 +1576,7 @@ def e77(env):
         t4 = ('')
     return t4
 
-def e78(env):
+def e79(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'framework', 'item.framework')
@@ -1585,19 +1605,62 @@ def e78(env):
         t4 = t7
     return t4
 
-def e79(env):
+def e80(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    if _truth(t2):
+        t3 = ('')
+    else:
+        t4 = env.lookup('framework_version')
+        if t4 is None: t4 = Missing('framework_version')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = _binop('+', ('. Every key of this config that torchtitan '), t4, env)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', t5, (' does not know ('), env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = attr_value(t1, 'keys', 'written_for.keys')
+        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', t6, t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', t9, (') is a key of torchtitan '), env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = attr_value(t1, 'version', 'written_for.version')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t10, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t12, (': the config looks written for torchtitan '), env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t14 = _binop('+', t13, t11, env)
+        t3 = t14
+    return t3
+
+def e81(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = attr_value(t1, 'version', 'written_for.version')
+    return t2
+
+def e82(env):
+    t1 = env.lookup('framework_version')
+    if t1 is None: t1 = Missing('framework_version')
+    return t1
+
+def e83(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     return t2
 
-def e80(env):
+def e84(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
     t2 = not (t1 is None or t1.__class__ is Missing)
     return t2
 
-def e81(env):
+def e85(env):
     t1 = env.lookup('world_known')
     if t1 is None: t1 = Missing('world_known')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -1612,7 +1675,7 @@ def e81(env):
         t2 = False
     return t2
 
-def e82(env):
+def e86(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('skipped')
@@ -1650,14 +1713,14 @@ def e82(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e83(env):
+def e87(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('placement rule')])
     return t3
 
-def e84(env):
+def e88(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -1672,7 +1735,7 @@ def e84(env):
         t3 = _compare('>', t2, (0))
     return t3
 
-def e85(env):
+def e89(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('unreadable')
@@ -1725,7 +1788,7 @@ def e85(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e86(env):
+def e90(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1759,7 +1822,7 @@ def e86(env):
         t5 = t16
     return t5
 
-def e87(env):
+def e91(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -1780,30 +1843,30 @@ def e87(env):
         t3 = t5
     return t3
 
-def e88(env):
+def e92(env):
     t1 = env.lookup('refusals')
     if t1 is None: t1 = Missing('refusals')
     return t1
 
-def e89(env):
+def e93(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'framework', 'item.framework')
     return t2
 
-def e90(env):
+def e94(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'keys', 'item.keys')
     return t2
 
-def e91(env):
+def e95(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'source', 'item.source')
     return t2
 
-def e92(env):
+def e96(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('topology_conflicts')
@@ -1832,12 +1895,12 @@ def e92(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e93(env):
+def e97(env):
     t1 = env.lookup('kept_values')
     if t1 is None: t1 = Missing('kept_values')
     return t1
 
-def e94(env):
+def e98(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = env.lookup('gpus_per_node')
@@ -1849,7 +1912,7 @@ def e94(env):
         t2 = _compare('<=', t1, t3)
     return t2
 
-def e95(env):
+def e99(env):
     t1 = K0
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = []
@@ -1910,22 +1973,22 @@ def e95(env):
     t22 = call_value(env, F_max.fn, F_max.cost, False, [t21])
     return t22
 
-def e96(env):
+def e100(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     return t1
 
-def e97(env):
+def e101(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
     return t1
 
-def e98(env):
+def e102(env):
     t1 = env.lookup('gpus_per_node_source')
     if t1 is None: t1 = Missing('gpus_per_node_source')
     return t1
 
-def e99(env):
+def e103(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1951,18 +2014,18 @@ def e99(env):
         t5 = t8
     return t5
 
-def e100(env):
+def e104(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'tp', 'keys.tp')
     return t2
 
-def e101(env):
+def e105(env):
     t1 = env.lookup('best')
     if t1 is None: t1 = Missing('best')
     return t1
 
-def e102(env):
+def e106(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1992,7 +2055,7 @@ def e102(env):
         t5 = t11
     return t5
 
-def e103(env):
+def e107(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'intra_node' in t1:
@@ -2002,7 +2065,7 @@ def e103(env):
         t2 = attr_value(t1, 'intra_node', 'item.intra_node')
     return t2
 
-def e104(env):
+def e108(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'role' in t1:
@@ -2044,12 +2107,12 @@ def e104(env):
         t8 = False
     return t8
 
-def e105(env):
+def e109(env):
     t1 = env.lookup('axes')
     if t1 is None: t1 = Missing('axes')
     return t1
 
-def e106(env):
+def e110(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2058,7 +2121,7 @@ def e106(env):
         t2 = _compare('==', t1, ('cyclic'))
     return t2
 
-def e107(env):
+def e111(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2078,7 +2141,7 @@ def e107(env):
         t3 = False
     return t3
 
-def e108(env):
+def e112(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2098,50 +2161,50 @@ def e108(env):
         t3 = False
     return t3
 
-def e109(env):
+def e113(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'mesh', 'item.mesh')
     return t2
 
-def e110(env):
+def e114(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'size', 'item.size')
     return t2
 
-def e111(env):
+def e115(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'stride', 'item.stride')
     return t2
 
-def e112(env):
+def e116(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'example', 'item.example')
     t3 = call_value(env, F_ranks.fn, F_ranks.cost, False, [t2])
     return t3
 
-def e113(env):
+def e117(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'max_nodes', 'item.max_nodes')
     return t2
 
-def e114(env):
+def e118(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'crossing_groups', 'item.crossing_groups')
     return t2
 
-def e115(env):
+def e119(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'groups', 'item.groups')
     return t2
 
-def e116(env):
+def e120(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2159,7 +2222,7 @@ def e116(env):
         t5 = t7
     return t5
 
-def e117(env):
+def e121(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -2189,7 +2252,7 @@ def e117(env):
     t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t12
 
-def e118(env):
+def e122(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'role' in t1:
@@ -2215,7 +2278,7 @@ def e118(env):
         t5 = False
     return t5
 
-def e119(env):
+def e123(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2224,7 +2287,7 @@ def e119(env):
         t2 = _compare('!=', t1, ('cyclic'))
     return t2
 
-def e120(env):
+def e124(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2238,7 +2301,7 @@ def e120(env):
         t4 = ('ring attention exchange')
     return t4
 
-def e121(env):
+def e125(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2249,7 +2312,7 @@ def e121(env):
     t4 = index_value(t1, t3, 'keys')
     return t4
 
-def e122(env):
+def e126(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2263,7 +2326,7 @@ def e122(env):
         t4 = ('CP')
     return t4
 
-def e123(env):
+def e127(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2277,7 +2340,7 @@ def e123(env):
         t4 = ('e.g. CP across nodes to fit a long sequence')
     return t4
 
-def e124(env):
+def e128(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2291,7 +2354,7 @@ def e124(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e125(env):
+def e129(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     t3 = env.lookup('gpus_per_node')
@@ -2303,12 +2366,12 @@ def e125(env):
         t2 = _compare('>', t1, t3)
     return t2
 
-def e126(env):
+def e130(env):
     t1 = env.lookup('nodes')
     if t1 is None: t1 = Missing('nodes')
     return t1
 
-def e127(env):
+def e131(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2318,7 +2381,7 @@ def e127(env):
     t3 = _binop('%', t1, t2, env)
     return t3
 
-def e128(env):
+def e132(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2331,7 +2394,7 @@ def e128(env):
     t4 = _binop('*', t3, t2, env)
     return t4
 
-def e129(env):
+def e133(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2346,34 +2409,34 @@ def e129(env):
     t5 = _binop('*', t4, t2, env)
     return t5
 
-def e130(env):
+def e134(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     return t1
 
-def e131(env):
+def e135(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     return t1
 
-def e132(env):
+def e136(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'cp', 'keys.cp')
     return t2
 
-def e133(env):
+def e137(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'max_seq_len', 'model.max_seq_len')
     return t2
 
-def e134(env):
+def e138(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     return t1
 
-def e135(env):
+def e139(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_heads' in t1:
@@ -2392,7 +2455,7 @@ def e135(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e136(env):
+def e140(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2401,7 +2464,7 @@ def e136(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e137(env):
+def e141(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -2511,19 +2574,19 @@ def e137(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e138(env):
+def e142(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
     return t2
 
-def e139(env):
+def e143(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     return t2
 
-def e140(env):
+def e144(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2540,13 +2603,13 @@ def e140(env):
         t4 = ('no tp above 1 fits on this world: use tp = 1')
     return t4
 
-def e141(env):
+def e145(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
     return t2
 
-def e142(env):
+def e146(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads' in t1:
@@ -2565,7 +2628,7 @@ def e142(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e143(env):
+def e147(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -2578,19 +2641,19 @@ def e143(env):
         t3 = ('')
     return t3
 
-def e144(env):
+def e148(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'num_experts', 'model.num_experts')
     return t2
 
-def e145(env):
+def e149(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'pp', 'keys.pp')
     return t2
 
-def e146(env):
+def e150(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -2600,7 +2663,7 @@ def e146(env):
         t2 = attr_value(t1, 'is_moe', 'model.is_moe')
     return t2
 
-def e147(env):
+def e151(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2609,18 +2672,18 @@ def e147(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e148(env):
+def e152(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     return t1
 
-def e149(env):
+def e153(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'ep', 'keys.ep')
     return t2
 
-def e150(env):
+def e154(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -2639,7 +2702,7 @@ def e150(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e151(env):
+def e155(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2659,7 +2722,7 @@ def e151(env):
         t3 = False
     return t3
 
-def e152(env):
+def e156(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -2725,7 +2788,7 @@ def e152(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e153(env):
+def e157(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2742,23 +2805,23 @@ def e153(env):
         t4 = ('no ep above 1 fits on this world: use ep = 1')
     return t4
 
-def e154(env):
+def e158(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'col', 'item.col')
     return t2
 
-def e155(env):
+def e159(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     return t1
 
-def e156(env):
+def e160(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     return t1
 
-def e157(env):
+def e161(env):
     t1 = env.lookup('uneven')
     if t1 is None: t1 = Missing('uneven')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2773,7 +2836,7 @@ def e157(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e158(env):
+def e162(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -2838,7 +2901,7 @@ def e158(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e159(env):
+def e163(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -2926,7 +2989,7 @@ def e159(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e160(env):
+def e164(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2936,7 +2999,7 @@ def e160(env):
         t3 = _compare('==', t2, ('model.'))
     return t3
 
-def e161(env):
+def e165(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2957,7 +3020,7 @@ def e161(env):
         t4 = False
     return t4
 
-def e162(env):
+def e166(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2978,7 +3041,7 @@ def e162(env):
         t4 = False
     return t4
 
-def e163(env):
+def e167(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3012,7 +3075,7 @@ def e163(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
     return t15
 
-def e164(env):
+def e168(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3066,7 +3129,7 @@ def e164(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e165(env):
+def e169(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3110,7 +3173,7 @@ def e165(env):
     t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t19
 
-def e166(env):
+def e170(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3127,13 +3190,13 @@ def e166(env):
         t4 = ('')
     return t4
 
-def e167(env):
+def e171(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e168(env):
+def e172(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3157,7 +3220,7 @@ def e168(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t10
 
-def e169(env):
+def e173(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3177,14 +3240,14 @@ def e169(env):
         t3 = _compare('<=', t2, t4)
     return t3
 
-def e170(env):
+def e174(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
     t3 = call_value(env, F_round.fn, F_round.cost, False, [t2, (1)])
     return t3
 
-def e171(env):
+def e175(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'stages', 'memory.stages')
@@ -3202,25 +3265,25 @@ def e171(env):
         t4 = ('')
     return t4
 
-def e172(env):
+def e176(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
     return t2
 
-def e173(env):
+def e177(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'capacity_source', 'memory.capacity_source')
     return t2
 
-def e174(env):
+def e178(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'summary', 'memory.summary')
     return t2
 
-def e175(env):
+def e179(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3236,13 +3299,13 @@ def e175(env):
         t3 = ('micro_batch_size')
     return t3
 
-def e176(env):
+def e180(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'largest', 'memory.largest')
     return t2
 
-def e177(env):
+def e181(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K3
@@ -3262,13 +3325,13 @@ def e177(env):
         t4 = t6
     return t4
 
-def e178(env):
+def e182(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'ac', 'memory.ac')
     return t2
 
-def e179(env):
+def e183(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3306,7 +3369,7 @@ def e179(env):
         t3 = _compare('<=', t2, t7)
     return t3
 
-def e180(env):
+def e184(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'margin', 'memory.margin')
@@ -3315,7 +3378,7 @@ def e180(env):
     t4 = call_value(env, F_round.fn, F_round.cost, False, [t3])
     return t4
 
-def e181(env):
+def e185(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K4
@@ -3335,7 +3398,7 @@ def e181(env):
         t4 = t6
     return t4
 
-def e182(env):
+def e186(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'split_error' in t1:
@@ -3346,7 +3409,7 @@ def e182(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e183(env):
+def e187(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3355,7 +3418,7 @@ def e183(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e184(env):
+def e188(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -3429,7 +3492,7 @@ def e184(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e185(env):
+def e189(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -3442,19 +3505,19 @@ def e185(env):
         t4 = t5
     return t4
 
-def e186(env):
+def e190(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_layers', 'model.n_layers')
     return t2
 
-def e187(env):
+def e191(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
     return t2
 
-def e188(env):
+def e192(env):
     t2 = env.lookup('pipeline')
     if t2 is None: t2 = Missing('pipeline')
     t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
@@ -3469,7 +3532,7 @@ def e188(env):
         t4 = ('parallelism.pipeline_parallel_layers_per_stage')
     return t4
 
-def e189(env):
+def e193(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3482,7 +3545,7 @@ def e189(env):
         t3 = ('')
     return t3
 
-def e190(env):
+def e194(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3499,7 +3562,7 @@ def e190(env):
         t4 = ('only pp = 1 on this world')
     return t4
 
-def e191(env):
+def e195(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'effective_counts' in t1:
@@ -3516,7 +3579,7 @@ def e191(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e192(env):
+def e196(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3537,7 +3600,7 @@ def e192(env):
         t3 = False
     return t3
 
-def e193(env):
+def e197(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3557,7 +3620,7 @@ def e193(env):
         t3 = (0)
     return t3
 
-def e194(env):
+def e198(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3577,7 +3640,7 @@ def e194(env):
         t3 = (0)
     return t3
 
-def e195(env):
+def e199(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_layers' in t1:
@@ -3605,7 +3668,7 @@ def e195(env):
         t6 = _binop('+', t4, t5, env)
     return t6
 
-def e196(env):
+def e200(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'stages' in t1:
@@ -3640,7 +3703,7 @@ def e196(env):
         t7 = _binop('*', t2, t6, env)
     return t7
 
-def e197(env):
+def e201(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3649,30 +3712,59 @@ def e197(env):
         t2 = _compare('!=', t1, ('torchtitan'))
     return t2
 
-def e198(env):
+def e202(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    return t2
+    if _truth(t2):
+        t4 = env.lookup('framework_version')
+        if t4 is None: t4 = Missing('framework_version')
+        if t4.__class__ is str:
+            t5 = t4 == ('0.1.0')
+        else:
+            t5 = _compare('==', t4, ('0.1.0'))
+        t3 = _truth(t5)
+    else:
+        t3 = False
+    return t3
 
-def e199(env):
+def e203(env):
+    t1 = env.lookup('dialect')
+    if t1 is None: t1 = Missing('dialect')
+    if t1.__class__ is str:
+        t2 = t1 == ('torchtitan')
+    else:
+        t2 = _compare('==', t1, ('torchtitan'))
+    if _truth(t2):
+        t4 = env.lookup('framework_version')
+        if t4 is None: t4 = Missing('framework_version')
+        if t4.__class__ is str:
+            t5 = t4 != ('0.1.0')
+        else:
+            t5 = _compare('!=', t4, ('0.1.0'))
+        t3 = _truth(t5)
+    else:
+        t3 = False
+    return t3
+
+def e204(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('stage')])
     return t3
 
-def e200(env):
+def e205(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'layer_counts', 'pipeline.layer_counts')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     return t3
 
-def e201(env):
+def e206(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3718,7 +3810,7 @@ def e201(env):
         t5 = t20
     return t5
 
-def e202(env):
+def e207(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -3759,13 +3851,21 @@ def e202(env):
     t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t16
 
-def e203(env):
+def e208(env):
+    t1 = env.lookup('model')
+    if t1 is None: t1 = Missing('model')
+    t2 = attr_value(t1, 'n_layers', 'model.n_layers')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = _binop('+', t2, (2), env)
+    return t3
+
+def e209(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     return t2
 
-def e204(env):
+def e210(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3778,7 +3878,7 @@ def e204(env):
     t5 = _binop('//', t4, (2), env)
     return t5
 
-def e205(env):
+def e211(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3797,12 +3897,12 @@ def e205(env):
     t7 = _binop('-', t4, t6, env)
     return t7
 
-def e206(env):
+def e212(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     return t1
 
-def e207(env):
+def e213(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3813,19 +3913,19 @@ def e207(env):
     t4 = _binop('//', t1, t3, env)
     return t4
 
-def e208(env):
+def e214(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     return t2
 
-def e209(env):
+def e215(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
     return t2
 
-def e210(env):
+def e216(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule_error' in t1:
@@ -3836,7 +3936,7 @@ def e210(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e211(env):
+def e217(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3893,14 +3993,14 @@ def e211(env):
         t10 = False
     return t10
 
-def e212(env):
+def e218(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('microbatch'), ('microbatches')])
     return t3
 
-def e213(env):
+def e219(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3917,7 +4017,7 @@ def e213(env):
         t3 = t6
     return t3
 
-def e214(env):
+def e220(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3969,7 +4069,7 @@ def e214(env):
         t3 = t21
     return t3
 
-def e215(env):
+def e221(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'n_microbatches' in t1:
@@ -3989,7 +4089,7 @@ def e215(env):
         t3 = _compare('>=', t2, t4)
     return t3
 
-def e216(env):
+def e222(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4022,14 +4122,14 @@ def e216(env):
         t7 = False
     return t7
 
-def e217(env):
+def e223(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('pipeline stage')])
     return t3
 
-def e218(env):
+def e224(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'style', 'pipeline.style')
@@ -4099,14 +4199,14 @@ def e218(env):
         t7 = t33
     return t7
 
-def e219(env):
+def e225(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'bubble', 'pipeline.bubble')
     t3 = call_value(env, F_percent.fn, F_percent.cost, False, [t2])
     return t3
 
-def e220(env):
+def e226(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4139,7 +4239,7 @@ def e220(env):
         t3 = t5
     return t3
 
-def e221(env):
+def e227(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -4147,7 +4247,7 @@ def e221(env):
     t3 = _binop('*', (4), t2, env)
     return t3
 
-def e222(env):
+def e228(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4181,54 +4281,54 @@ def e222(env):
     t14 = call_value(env, F_percent.fn, F_percent.cost, False, [t13])
     return t14
 
-def e223(env):
+def e229(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     return t1
 
-def e224(env):
+def e230(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'dim', 'model.dim')
     return t2
 
-def e225(env):
+def e231(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (0), 'item')
     return t2
 
-def e226(env):
+def e232(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (1), 'item')
     return t2
 
-def e227(env):
+def e233(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (3), 'item')
     return t2
 
-def e228(env):
+def e234(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (2), 'item')
     return t2
 
-def e229(env):
+def e235(env):
     return ("'")
 
-def e230(env):
+def e236(env):
     t1 = env.lookup('unused_suppressions')
     if t1 is None: t1 = Missing('unused_suppressions')
     return t1
 
-def e231(env):
+def e237(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4241,13 +4341,13 @@ def e231(env):
         t4 = ('')
     return t4
 
-def e232(env):
+def e238(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'reason', 'item.reason')
     return t2
 
-def e233(env):
+def e239(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4337,164 +4437,170 @@ COMPILED = {
     'item.message': (e71, 2, ('item',)),
     'item.line': (e72, 2, ('item',)),
     'unknown_keys': (e73, 1, ('unknown_keys',)),
-    'item.suggestion != null': (e74, 4, ('item',)),
-    'item.suggestion == null': (e75, 4, ('item',)),
-    'item.section': (e76, 2, ('item',)),
-    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else ''": (e77, 12, ('item',)),
-    "item.framework if item.framework != null else ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)' if dialect == 'kempnerforge' else ('torchtitan does not know it' if dialect == 'torchtitan' else 'meshlint does not know it'))": (e78, 18, ('dialect', 'item')),
-    'item.suggestion': (e79, 2, ('item',)),
-    'gpus_per_node != null': (e80, 3, ('gpus_per_node',)),
-    'world_known and world_size > 1': (e81, 5, ('world_known', 'world_size')),
-    "[s.code for s in skipped if s.needs == 'gpus_per_node']": (e82, 8, ('skipped',)),
-    "plural(len(needing), 'placement rule')": (e83, 4, ('needing',)),
-    'len(unreadable) > 0': (e84, 4, ('unreadable',)),
-    "join([(u.key if u.key != '' else 'options') + ' (line ' + str(u.line) + ': ' + u.reason + ')' for u in unreadable], '; ')": (e85, 25, ('unreadable',)),
-    "unreadable[0].key if unreadable[0].key != '' else '#L' + str(unreadable[0].line) + ':' + str(unreadable[0].col)": (e86, 26, ('unreadable',)),
-    "'set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them' if dialect == 'megatron' else ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)' if dialect == 'kempnerforge' else 'write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')": (e87, 11, ('dialect',)),
-    'refusals': (e88, 1, ('refusals',)),
-    'item.framework': (e89, 2, ('item',)),
-    'item.keys': (e90, 2, ('item',)),
-    'item.source': (e91, 2, ('item',)),
-    '[c for c in topology_conflicts if c.explicit]': (e92, 5, ('topology_conflicts',)),
-    'kept_values': (e93, 1, ('kept_values',)),
-    'tp <= gpus_per_node': (e94, 3, ('gpus_per_node', 'tp')),
-    'max([1] + [t for t in divisors(gpus_per_node) if t <= tp and (choices == null or t in choices.tp)])': (e95, 20, ('choices', 'gpus_per_node', 'tp')),
-    'tp': (e96, 1, ('tp',)),
-    'gpus_per_node': (e97, 1, ('gpus_per_node',)),
-    'gpus_per_node_source': (e98, 1, ('gpus_per_node_source',)),
-    'tp // gpus_per_node if tp % gpus_per_node == 0 else tp // gpus_per_node + 1': (e99, 14, ('gpus_per_node', 'tp')),
-    'keys.tp': (e100, 2, ('keys',)),
-    'best': (e101, 1, ('best',)),
-    "tp // best if tp % best == 0 else 'of ' + str(tp) + ' / ' + str(best)": (e102, 18, ('best', 'tp')),
-    'item.intra_node': (e103, 2, ('item',)),
-    "item.role in ['tp', 'etp'] and item.size > 1 and item.size <= gpus_per_node": (e104, 16, ('gpus_per_node', 'item')),
-    'axes': (e105, 1, ('axes',)),
-    "placement == 'cyclic'": (e106, 3, ('placement',)),
-    "placement != 'cyclic' and item.stride > 1": (e107, 8, ('item', 'placement')),
-    "placement != 'cyclic' and item.stride == 1": (e108, 8, ('item', 'placement')),
-    'item.mesh': (e109, 2, ('item',)),
-    'item.size': (e110, 2, ('item',)),
-    'item.stride': (e111, 2, ('item',)),
-    'ranks(item.example)': (e112, 3, ('item',)),
-    'item.max_nodes': (e113, 2, ('item',)),
-    'item.crossing_groups': (e114, 2, ('item',)),
-    'item.groups': (e115, 2, ('item',)),
-    'keys[item.role] if item.role in keys else keys.tp': (e116, 11, ('item', 'keys')),
-    'join([t for t in divisors(gpus_per_node) if t > 1])': (e117, 8, ('gpus_per_node',)),
-    "item.role in ['ep', 'cp'] and item.size > 1": (e118, 11, ('item',)),
-    "placement != 'cyclic'": (e119, 3, ('placement',)),
-    "'all-to-all token dispatch' if item.role == 'ep' else 'ring attention exchange'": (e120, 7, ('item',)),
-    'keys[item.role]': (e121, 4, ('item', 'keys')),
-    "'EP' if item.role == 'ep' else 'CP'": (e122, 7, ('item',)),
-    "'e.g. EP across nodes to fit the experts' if item.role == 'ep' else 'e.g. CP across nodes to fit a long sequence'": (e123, 7, ('item',)),
-    'world_size % gpus_per_node == 0': (e124, 5, ('gpus_per_node', 'world_size')),
-    'world_size > gpus_per_node': (e125, 3, ('gpus_per_node', 'world_size')),
-    'nodes': (e126, 1, ('nodes',)),
-    'world_size % gpus_per_node': (e127, 3, ('gpus_per_node', 'world_size')),
-    'world_size // gpus_per_node * gpus_per_node': (e128, 5, ('gpus_per_node', 'world_size')),
-    '(world_size // gpus_per_node + 1) * gpus_per_node': (e129, 7, ('gpus_per_node', 'world_size')),
-    'item': (e130, 1, ('item',)),
-    'cp': (e131, 1, ('cp',)),
-    'keys.cp': (e132, 2, ('keys',)),
-    'model.max_seq_len': (e133, 2, ('model',)),
-    'pp': (e134, 1, ('pp',)),
-    'model.n_heads % tp == 0': (e135, 6, ('model', 'tp')),
-    'tp > 1': (e136, 3, ('tp',)),
-    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e137, 39, ('choices', 'gpus_per_node', 'model')),
-    'model.called': (e138, 2, ('model',)),
-    'model.n_heads': (e139, 2, ('model',)),
-    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e140, 10, ('tps',)),
-    'model.n_kv_heads': (e141, 2, ('model',)),
-    'model.n_kv_heads % tp == 0': (e142, 6, ('model', 'tp')),
-    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e143, 6, ('dialect',)),
-    'model.num_experts': (e144, 2, ('model',)),
-    'keys.pp': (e145, 2, ('keys',)),
-    'model.is_moe': (e146, 2, ('model',)),
-    'ep > 1': (e147, 3, ('ep',)),
-    'ep': (e148, 1, ('ep',)),
-    'keys.ep': (e149, 2, ('keys',)),
-    'model.num_experts % ep == 0': (e150, 6, ('ep', 'model')),
-    'ep > 1 and model.is_moe': (e151, 6, ('ep', 'model')),
-    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e152, 21, ('choices', 'model')),
-    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e153, 10, ('eps',)),
-    'item.col': (e154, 2, ('item',)),
-    'etp': (e155, 1, ('etp',)),
-    'dp_shard': (e156, 1, ('dp_shard',)),
-    'len(uneven) == 0': (e157, 4, ('uneven',)),
-    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e158, 24, ('model', 'tp')),
-    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e159, 29, ('choices', 'gpus_per_node', 'uneven')),
-    "model.called == 'model.'": (e160, 4, ('model',)),
-    "model.called != 'model.' and len(fits) > 0": (e161, 9, ('fits', 'model')),
-    "model.called != 'model.' and len(fits) == 0": (e162, 9, ('fits', 'model')),
-    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e163, 14, ('uneven',)),
-    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e164, 27, ('tp', 'uneven')),
-    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e165, 20, ('tp', 'uneven')),
-    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e166, 10, ('fits',)),
-    'join(fits)': (e167, 2, ('fits',)),
-    "join([u[0] for u in uneven], ' and ')": (e168, 7, ('uneven',)),
-    'memory.peak_gib <= memory.gpu_gib': (e169, 5, ('memory',)),
-    'round(memory.peak_gib, 1)': (e170, 4, ('memory',)),
-    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e171, 11, ('memory',)),
-    'memory.gpu_gib': (e172, 2, ('memory',)),
-    'memory.capacity_source': (e173, 2, ('memory',)),
-    'memory.summary': (e174, 2, ('memory',)),
-    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e175, 7, ('dialect', 'keys')),
-    'memory.largest': (e176, 2, ('memory',)),
-    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e177, 13, ('dialect',)),
-    'memory.ac': (e178, 2, ('memory',)),
-    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e179, 10, ('memory',)),
-    'round(memory.margin * 100)': (e180, 5, ('memory',)),
-    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e181, 13, ('dialect',)),
-    'pipeline.split_error == null': (e182, 4, ('pipeline',)),
-    'pp > 1': (e183, 3, ('pp',)),
-    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e184, 23, ('choices', 'model')),
-    'pipeline.stages if pipeline.stages != null else pp': (e185, 8, ('pipeline', 'pp')),
-    'model.n_layers': (e186, 2, ('model',)),
-    'pipeline.split_error': (e187, 2, ('pipeline',)),
-    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e188, 8, ('keys', 'pipeline')),
-    "' (or pipeline_parallel_layers_per_stage)' if dialect == 'torchtitan' else ''": (e189, 6, ('dialect',)),
-    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e190, 10, ('pps',)),
-    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e191, 7, ('pipeline',)),
-    'pp > 1 and pipeline.effective_counts != null': (e192, 8, ('pipeline', 'pp')),
-    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e193, 7, ('dialect', 'parallelism')),
-    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e194, 7, ('dialect', 'parallelism')),
-    'model.n_layers + first + last': (e195, 6, ('first', 'last', 'model')),
-    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e196, 12, ('pipeline', 'total')),
-    "dialect != 'torchtitan'": (e197, 3, ('dialect',)),
-    "dialect == 'torchtitan'": (e198, 3, ('dialect',)),
-    "plural(pipeline.stages, 'stage')": (e199, 4, ('pipeline',)),
-    'join(pipeline.layer_counts)': (e200, 3, ('pipeline',)),
-    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e201, 29, ('first', 'last', 'pipeline', 'total')),
-    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e202, 13, ('model',)),
-    'pipeline.stages': (e203, 2, ('pipeline',)),
-    '(even_total - model.n_layers) // 2': (e204, 6, ('even_total', 'model')),
-    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e205, 11, ('even_total', 'model')),
-    'even_total': (e206, 1, ('even_total',)),
-    'even_total // pipeline.stages': (e207, 4, ('even_total', 'pipeline')),
-    'pipeline.schedule': (e208, 2, ('pipeline',)),
-    'pipeline.schedule_error': (e209, 2, ('pipeline',)),
-    'pipeline.schedule_error == null': (e210, 4, ('pipeline',)),
-    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e211, 21, ('dialect', 'pipeline', 'pp')),
-    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e212, 5, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e213, 9, ('dialect', 'pipeline')),
-    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e214, 32, ('dialect', 'pipeline', 'pp')),
-    'pipeline.n_microbatches >= pipeline.stages': (e215, 5, ('pipeline',)),
-    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e216, 13, ('pipeline', 'pp')),
-    "plural(pipeline.stages, 'pipeline stage')": (e217, 4, ('pipeline',)),
-    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e218, 50, ('pipeline', 'pp')),
-    'percent(pipeline.bubble)': (e219, 3, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e220, 19, ('dialect', 'pipeline')),
-    '4 * pipeline.stages': (e221, 4, ('pipeline',)),
-    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e222, 22, ('pipeline', 'pp')),
-    'total': (e223, 1, ('total',)),
-    'model.dim': (e224, 2, ('model',)),
-    'item[0]': (e225, 3, ('item',)),
-    'item[1]': (e226, 3, ('item',)),
-    'item[3]': (e227, 3, ('item',)),
-    'item[2]': (e228, 3, ('item',)),
-    '"\'"': (e229, 1, ()),
-    'unused_suppressions': (e230, 1, ('unused_suppressions',)),
-    "' of ' + item.selector if item.selector != null else ''": (e231, 10, ('item',)),
-    'item.reason': (e232, 2, ('item',)),
-    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e233, 12, ('item',)),
+    'written_for != null': (e74, 3, ('written_for',)),
+    'written_for == null and item.suggestion != null': (e75, 8, ('item', 'written_for')),
+    'written_for == null and item.suggestion == null': (e76, 8, ('item', 'written_for')),
+    'item.section': (e77, 2, ('item',)),
+    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else ''": (e78, 12, ('item',)),
+    "item.framework if item.framework != null else ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)' if dialect == 'kempnerforge' else ('torchtitan does not know it' if dialect == 'torchtitan' else 'meshlint does not know it'))": (e79, 18, ('dialect', 'item')),
+    "'' if written_for == null else '. Every key of this config that torchtitan ' + framework_version + ' does not know (' + join(written_for.keys) + ') is a key of torchtitan ' + written_for.version + ': the config looks written for torchtitan ' + written_for.version": (e80, 24, ('framework_version', 'written_for')),
+    'written_for.version': (e81, 2, ('written_for',)),
+    'framework_version': (e82, 1, ('framework_version',)),
+    'item.suggestion': (e83, 2, ('item',)),
+    'gpus_per_node != null': (e84, 3, ('gpus_per_node',)),
+    'world_known and world_size > 1': (e85, 5, ('world_known', 'world_size')),
+    "[s.code for s in skipped if s.needs == 'gpus_per_node']": (e86, 8, ('skipped',)),
+    "plural(len(needing), 'placement rule')": (e87, 4, ('needing',)),
+    'len(unreadable) > 0': (e88, 4, ('unreadable',)),
+    "join([(u.key if u.key != '' else 'options') + ' (line ' + str(u.line) + ': ' + u.reason + ')' for u in unreadable], '; ')": (e89, 25, ('unreadable',)),
+    "unreadable[0].key if unreadable[0].key != '' else '#L' + str(unreadable[0].line) + ':' + str(unreadable[0].col)": (e90, 26, ('unreadable',)),
+    "'set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them' if dialect == 'megatron' else ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)' if dialect == 'kempnerforge' else 'write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')": (e91, 11, ('dialect',)),
+    'refusals': (e92, 1, ('refusals',)),
+    'item.framework': (e93, 2, ('item',)),
+    'item.keys': (e94, 2, ('item',)),
+    'item.source': (e95, 2, ('item',)),
+    '[c for c in topology_conflicts if c.explicit]': (e96, 5, ('topology_conflicts',)),
+    'kept_values': (e97, 1, ('kept_values',)),
+    'tp <= gpus_per_node': (e98, 3, ('gpus_per_node', 'tp')),
+    'max([1] + [t for t in divisors(gpus_per_node) if t <= tp and (choices == null or t in choices.tp)])': (e99, 20, ('choices', 'gpus_per_node', 'tp')),
+    'tp': (e100, 1, ('tp',)),
+    'gpus_per_node': (e101, 1, ('gpus_per_node',)),
+    'gpus_per_node_source': (e102, 1, ('gpus_per_node_source',)),
+    'tp // gpus_per_node if tp % gpus_per_node == 0 else tp // gpus_per_node + 1': (e103, 14, ('gpus_per_node', 'tp')),
+    'keys.tp': (e104, 2, ('keys',)),
+    'best': (e105, 1, ('best',)),
+    "tp // best if tp % best == 0 else 'of ' + str(tp) + ' / ' + str(best)": (e106, 18, ('best', 'tp')),
+    'item.intra_node': (e107, 2, ('item',)),
+    "item.role in ['tp', 'etp'] and item.size > 1 and item.size <= gpus_per_node": (e108, 16, ('gpus_per_node', 'item')),
+    'axes': (e109, 1, ('axes',)),
+    "placement == 'cyclic'": (e110, 3, ('placement',)),
+    "placement != 'cyclic' and item.stride > 1": (e111, 8, ('item', 'placement')),
+    "placement != 'cyclic' and item.stride == 1": (e112, 8, ('item', 'placement')),
+    'item.mesh': (e113, 2, ('item',)),
+    'item.size': (e114, 2, ('item',)),
+    'item.stride': (e115, 2, ('item',)),
+    'ranks(item.example)': (e116, 3, ('item',)),
+    'item.max_nodes': (e117, 2, ('item',)),
+    'item.crossing_groups': (e118, 2, ('item',)),
+    'item.groups': (e119, 2, ('item',)),
+    'keys[item.role] if item.role in keys else keys.tp': (e120, 11, ('item', 'keys')),
+    'join([t for t in divisors(gpus_per_node) if t > 1])': (e121, 8, ('gpus_per_node',)),
+    "item.role in ['ep', 'cp'] and item.size > 1": (e122, 11, ('item',)),
+    "placement != 'cyclic'": (e123, 3, ('placement',)),
+    "'all-to-all token dispatch' if item.role == 'ep' else 'ring attention exchange'": (e124, 7, ('item',)),
+    'keys[item.role]': (e125, 4, ('item', 'keys')),
+    "'EP' if item.role == 'ep' else 'CP'": (e126, 7, ('item',)),
+    "'e.g. EP across nodes to fit the experts' if item.role == 'ep' else 'e.g. CP across nodes to fit a long sequence'": (e127, 7, ('item',)),
+    'world_size % gpus_per_node == 0': (e128, 5, ('gpus_per_node', 'world_size')),
+    'world_size > gpus_per_node': (e129, 3, ('gpus_per_node', 'world_size')),
+    'nodes': (e130, 1, ('nodes',)),
+    'world_size % gpus_per_node': (e131, 3, ('gpus_per_node', 'world_size')),
+    'world_size // gpus_per_node * gpus_per_node': (e132, 5, ('gpus_per_node', 'world_size')),
+    '(world_size // gpus_per_node + 1) * gpus_per_node': (e133, 7, ('gpus_per_node', 'world_size')),
+    'item': (e134, 1, ('item',)),
+    'cp': (e135, 1, ('cp',)),
+    'keys.cp': (e136, 2, ('keys',)),
+    'model.max_seq_len': (e137, 2, ('model',)),
+    'pp': (e138, 1, ('pp',)),
+    'model.n_heads % tp == 0': (e139, 6, ('model', 'tp')),
+    'tp > 1': (e140, 3, ('tp',)),
+    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e141, 39, ('choices', 'gpus_per_node', 'model')),
+    'model.called': (e142, 2, ('model',)),
+    'model.n_heads': (e143, 2, ('model',)),
+    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e144, 10, ('tps',)),
+    'model.n_kv_heads': (e145, 2, ('model',)),
+    'model.n_kv_heads % tp == 0': (e146, 6, ('model', 'tp')),
+    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e147, 6, ('dialect',)),
+    'model.num_experts': (e148, 2, ('model',)),
+    'keys.pp': (e149, 2, ('keys',)),
+    'model.is_moe': (e150, 2, ('model',)),
+    'ep > 1': (e151, 3, ('ep',)),
+    'ep': (e152, 1, ('ep',)),
+    'keys.ep': (e153, 2, ('keys',)),
+    'model.num_experts % ep == 0': (e154, 6, ('ep', 'model')),
+    'ep > 1 and model.is_moe': (e155, 6, ('ep', 'model')),
+    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e156, 21, ('choices', 'model')),
+    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e157, 10, ('eps',)),
+    'item.col': (e158, 2, ('item',)),
+    'etp': (e159, 1, ('etp',)),
+    'dp_shard': (e160, 1, ('dp_shard',)),
+    'len(uneven) == 0': (e161, 4, ('uneven',)),
+    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e162, 24, ('model', 'tp')),
+    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e163, 29, ('choices', 'gpus_per_node', 'uneven')),
+    "model.called == 'model.'": (e164, 4, ('model',)),
+    "model.called != 'model.' and len(fits) > 0": (e165, 9, ('fits', 'model')),
+    "model.called != 'model.' and len(fits) == 0": (e166, 9, ('fits', 'model')),
+    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e167, 14, ('uneven',)),
+    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e168, 27, ('tp', 'uneven')),
+    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e169, 20, ('tp', 'uneven')),
+    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e170, 10, ('fits',)),
+    'join(fits)': (e171, 2, ('fits',)),
+    "join([u[0] for u in uneven], ' and ')": (e172, 7, ('uneven',)),
+    'memory.peak_gib <= memory.gpu_gib': (e173, 5, ('memory',)),
+    'round(memory.peak_gib, 1)': (e174, 4, ('memory',)),
+    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e175, 11, ('memory',)),
+    'memory.gpu_gib': (e176, 2, ('memory',)),
+    'memory.capacity_source': (e177, 2, ('memory',)),
+    'memory.summary': (e178, 2, ('memory',)),
+    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e179, 7, ('dialect', 'keys')),
+    'memory.largest': (e180, 2, ('memory',)),
+    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e181, 13, ('dialect',)),
+    'memory.ac': (e182, 2, ('memory',)),
+    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e183, 10, ('memory',)),
+    'round(memory.margin * 100)': (e184, 5, ('memory',)),
+    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e185, 13, ('dialect',)),
+    'pipeline.split_error == null': (e186, 4, ('pipeline',)),
+    'pp > 1': (e187, 3, ('pp',)),
+    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e188, 23, ('choices', 'model')),
+    'pipeline.stages if pipeline.stages != null else pp': (e189, 8, ('pipeline', 'pp')),
+    'model.n_layers': (e190, 2, ('model',)),
+    'pipeline.split_error': (e191, 2, ('pipeline',)),
+    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e192, 8, ('keys', 'pipeline')),
+    "' (or pipeline_parallel_layers_per_stage)' if dialect == 'torchtitan' else ''": (e193, 6, ('dialect',)),
+    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e194, 10, ('pps',)),
+    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e195, 7, ('pipeline',)),
+    'pp > 1 and pipeline.effective_counts != null': (e196, 8, ('pipeline', 'pp')),
+    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e197, 7, ('dialect', 'parallelism')),
+    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e198, 7, ('dialect', 'parallelism')),
+    'model.n_layers + first + last': (e199, 6, ('first', 'last', 'model')),
+    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e200, 12, ('pipeline', 'total')),
+    "dialect != 'torchtitan'": (e201, 3, ('dialect',)),
+    "dialect == 'torchtitan' and framework_version == '0.1.0'": (e202, 7, ('dialect', 'framework_version')),
+    "dialect == 'torchtitan' and framework_version != '0.1.0'": (e203, 7, ('dialect', 'framework_version')),
+    "plural(pipeline.stages, 'stage')": (e204, 4, ('pipeline',)),
+    'join(pipeline.layer_counts)': (e205, 3, ('pipeline',)),
+    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e206, 29, ('first', 'last', 'pipeline', 'total')),
+    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e207, 13, ('model',)),
+    'model.n_layers + 2': (e208, 4, ('model',)),
+    'pipeline.stages': (e209, 2, ('pipeline',)),
+    '(even_total - model.n_layers) // 2': (e210, 6, ('even_total', 'model')),
+    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e211, 11, ('even_total', 'model')),
+    'even_total': (e212, 1, ('even_total',)),
+    'even_total // pipeline.stages': (e213, 4, ('even_total', 'pipeline')),
+    'pipeline.schedule': (e214, 2, ('pipeline',)),
+    'pipeline.schedule_error': (e215, 2, ('pipeline',)),
+    'pipeline.schedule_error == null': (e216, 4, ('pipeline',)),
+    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e217, 21, ('dialect', 'pipeline', 'pp')),
+    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e218, 5, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e219, 9, ('dialect', 'pipeline')),
+    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e220, 32, ('dialect', 'pipeline', 'pp')),
+    'pipeline.n_microbatches >= pipeline.stages': (e221, 5, ('pipeline',)),
+    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e222, 13, ('pipeline', 'pp')),
+    "plural(pipeline.stages, 'pipeline stage')": (e223, 4, ('pipeline',)),
+    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e224, 50, ('pipeline', 'pp')),
+    'percent(pipeline.bubble)': (e225, 3, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e226, 19, ('dialect', 'pipeline')),
+    '4 * pipeline.stages': (e227, 4, ('pipeline',)),
+    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e228, 22, ('pipeline', 'pp')),
+    'total': (e229, 1, ('total',)),
+    'model.dim': (e230, 2, ('model',)),
+    'item[0]': (e231, 3, ('item',)),
+    'item[1]': (e232, 3, ('item',)),
+    'item[3]': (e233, 3, ('item',)),
+    'item[2]': (e234, 3, ('item',)),
+    '"\'"': (e235, 1, ()),
+    'unused_suppressions': (e236, 1, ('unused_suppressions',)),
+    "' of ' + item.selector if item.selector != null else ''": (e237, 10, ('item',)),
+    'item.reason': (e238, 2, ('item',)),
+    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e239, 12, ('item',)),
 }

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 199, 1620927395)
+FINGERPRINT = ('0.1.0', 18, 457651586, 200, 2791097520)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -36,145 +36,146 @@ F_str = FUNCTIONS['str']
 F_strip = FUNCTIONS['strip']
 F_sum = FUNCTIONS['sum']
 F_type = FUNCTIONS['type']
-K0 = [('torchtitan@0.2.x'), ]
+K0 = [('torchtitan@0.1.0'), ]
 K1 = [('torchtitan@0.2.x'), ]
 K2 = [('torchtitan@0.2.x'), ]
 K3 = [('torchtitan@0.2.x'), ]
 K4 = [('torchtitan@0.2.x'), ]
-K5 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K6 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K7 = [('torchtitan@0.2.x'), ]
+K5 = [('torchtitan@0.2.x'), ]
+K6 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K7 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K8 = [('torchtitan@0.2.x'), ]
-K9 = [('torchtitan@0.2.x'), ]
-K10 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K11 = [('torchtitan@0.2.x'), ]
+K9 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ]
+K10 = [('torchtitan@0.1.0'), ('torchtitan@0.2.x'), ]
+K11 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K12 = [('torchtitan@0.2.x'), ]
-K13 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K13 = [('torchtitan@0.2.x'), ]
 K14 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K15 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K16 = [('torchtitan@main@b5bcd76c6'), ]
-K17 = [('torchtitan@0.3.0'), ]
-K18 = [('torchtitan@main@b5bcd76c6'), ]
+K16 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K17 = [('torchtitan@main@b5bcd76c6'), ]
+K18 = [('torchtitan@0.3.0'), ]
 K19 = [('torchtitan@main@b5bcd76c6'), ]
-K20 = [('flex'), ('flex_flash'), ('sdpa'), ]
-K21 = [('flex'), ('flex_flash'), ]
-K22 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K20 = [('torchtitan@main@b5bcd76c6'), ]
+K21 = [('flex'), ('flex_flash'), ('sdpa'), ]
+K22 = [('flex'), ('flex_flash'), ]
 K23 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K24 = [('torchtitan@0.3.0'), ]
-K25 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K24 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K25 = [('torchtitan@0.3.0'), ]
 K26 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K27 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K28 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K29 = [('headtail'), ('ptrr'), ]
-K30 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K28 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K29 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K30 = [('headtail'), ('ptrr'), ]
 K31 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K32 = [('kimi'), ('qwen3_5'), ]
-K33 = [('debugmodel_mm'), ('30B_mm'), ]
-K34 = [('torchtitan@main@b5bcd76c6'), ]
-K35 = [('flex'), ('flex_flash'), ('varlen'), ]
-K36 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K37 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
-K38 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K39 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K32 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K33 = [('kimi'), ('qwen3_5'), ]
+K34 = [('debugmodel_mm'), ('30B_mm'), ]
+K35 = [('torchtitan@main@b5bcd76c6'), ]
+K36 = [('flex'), ('flex_flash'), ('varlen'), ]
+K37 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K38 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
+K39 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
 K40 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K41 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K42 = [('kimi'), ('qwen3_5'), ]
-K43 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K44 = [('Adam'), ('AdamW'), ]
-K45 = [('torchtitan@0.2.x'), ]
-K46 = [('Adam'), ('AdamW'), ('DistMuon'), ]
-K47 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K48 = []
-K49 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K42 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K43 = [('kimi'), ('qwen3_5'), ]
+K44 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K45 = [('Adam'), ('AdamW'), ]
+K46 = [('torchtitan@0.2.x'), ]
+K47 = [('Adam'), ('AdamW'), ('DistMuon'), ]
+K48 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K49 = []
 K50 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K51 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K52 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K53 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
-K54 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K53 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K54 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
 K55 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K56 = [('torchtitan@0.2.x'), ]
+K56 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K57 = [('torchtitan@0.2.x'), ]
 K58 = [('torchtitan@0.2.x'), ]
 K59 = [('torchtitan@0.2.x'), ]
-K60 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
-K61 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
-K62 = [('torchtitan@0.2.x'), ]
-K63 = [('torchtitan@main@b5bcd76c6'), ]
-K64 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K65 = [('torchtitan@0.2.x'), ]
+K60 = [('torchtitan@0.2.x'), ]
+K61 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
+K62 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
+K63 = [('torchtitan@0.2.x'), ]
+K64 = [('torchtitan@main@b5bcd76c6'), ]
+K65 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K66 = [('torchtitan@0.2.x'), ]
 K67 = [('torchtitan@0.2.x'), ]
 K68 = [('torchtitan@0.2.x'), ]
 K69 = [('torchtitan@0.2.x'), ]
 K70 = [('torchtitan@0.2.x'), ]
 K71 = [('torchtitan@0.2.x'), ]
-K72 = [('llama4'), ('deepseek_v3'), ]
-K73 = [('rowwise'), ('rowwise_with_gw_hp'), ]
-K74 = [('torchtitan@0.2.x'), ]
+K72 = [('torchtitan@0.2.x'), ]
+K73 = [('llama4'), ('deepseek_v3'), ]
+K74 = [('rowwise'), ('rowwise_with_gw_hp'), ]
 K75 = [('torchtitan@0.2.x'), ]
-K76 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
-K77 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K78 = [('flex'), ('flex_flash'), ]
-K79 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K80 = [('torchtitan@main@b5bcd76c6'), ]
-K81 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K82 = [('torchtitan@0.3.0'), ]
-K83 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K84 = [('headtail'), ('ptrr'), ]
-K85 = [('torchtitan@0.2.x'), ]
-K86 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K87 = [('kimi'), ('muse_glimmer'), ]
-K88 = [('torchtitan@main@b5bcd76c6'), ]
-K89 = [('torchtitan@0.3.0'), ]
-K90 = [('torchtitan@0.2.x'), ]
-K91 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K92 = [('inductor'), ('aot_eager'), ]
-K93 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K94 = [('flex'), ('flex_flash'), ]
-K95 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K96 = [('torchtitan@0.3.0'), ]
-K97 = [('torchtitan@0.2.x'), ]
+K76 = [('torchtitan@0.2.x'), ]
+K77 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
+K78 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K79 = [('flex'), ('flex_flash'), ]
+K80 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K81 = [('torchtitan@main@b5bcd76c6'), ]
+K82 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K83 = [('torchtitan@0.3.0'), ]
+K84 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K85 = [('headtail'), ('ptrr'), ]
+K86 = [('torchtitan@0.2.x'), ]
+K87 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K88 = [('kimi'), ('muse_glimmer'), ]
+K89 = [('torchtitan@main@b5bcd76c6'), ]
+K90 = [('torchtitan@0.3.0'), ]
+K91 = [('torchtitan@0.2.x'), ]
+K92 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K93 = [('inductor'), ('aot_eager'), ]
+K94 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K95 = [('flex'), ('flex_flash'), ]
+K96 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K97 = [('torchtitan@0.3.0'), ]
 K98 = [('torchtitan@0.2.x'), ]
-K99 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
-K100 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
-K101 = [('torchtitan@0.3.0'), ]
-K102 = [('int'), ('float'), ]
+K99 = [('torchtitan@0.2.x'), ]
+K100 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
+K101 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
+K102 = [('torchtitan@0.3.0'), ]
 K103 = [('int'), ('float'), ]
-K104 = [('on_first_exhausted'), ('all_exhausted'), ]
-K105 = []
-K106 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
-K107 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K108 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
-K109 = [('torchtitan@main@b5bcd76c6'), ]
-K110 = []
-K111 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K112 = []
+K104 = [('int'), ('float'), ]
+K105 = [('on_first_exhausted'), ('all_exhausted'), ]
+K106 = []
+K107 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
+K108 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K109 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
+K110 = [('torchtitan@main@b5bcd76c6'), ]
+K111 = []
+K112 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K113 = []
 K114 = []
 K115 = []
 K116 = []
-K117 = [('int'), ('float'), ]
-K118 = [('inf'), ('-inf'), ('nan'), ]
-K119 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
-K120 = []
-K121 = [('split'), ('name'), ('revision'), ('streaming'), ]
-K122 = [('block'), ('raster'), ]
-K123 = [('torchtitan@0.3.0'), ]
-K124 = [('block'), ('raster'), ]
+K117 = []
+K118 = [('int'), ('float'), ]
+K119 = [('inf'), ('-inf'), ('nan'), ]
+K120 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
+K121 = []
+K122 = [('split'), ('name'), ('revision'), ('streaming'), ]
+K123 = [('block'), ('raster'), ]
+K124 = [('torchtitan@0.3.0'), ]
 K125 = [('block'), ('raster'), ]
-K126 = [('torchtitan@main@b5bcd76c6'), ]
-K127 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K128 = [('int'), ('float'), ('null'), ]
-K129 = [('deepep'), ('minimal_async_ep'), ]
-K130 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K126 = [('block'), ('raster'), ]
+K127 = [('torchtitan@main@b5bcd76c6'), ]
+K128 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K129 = [('int'), ('float'), ('null'), ]
+K130 = [('deepep'), ('minimal_async_ep'), ]
 K131 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K132 = [('flex'), ('flex_flash'), ]
-K133 = [('torchtitan@0.2.x'), ]
-K134 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K135 = []
+K132 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K133 = [('flex'), ('flex_flash'), ]
+K134 = [('torchtitan@0.2.x'), ]
+K135 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K136 = []
-K137 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K138 = []
+K137 = []
+K138 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K139 = []
 
 
 def e0(env):
@@ -201,6 +202,156 @@ def e3(env):
     return t2
 
 def e4(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K0
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    return t3
+
+def e5(env):
+    t1 = env.lookup('ignored_keys')
+    if t1 is None: t1 = Missing('ignored_keys')
+    return t1
+
+def e6(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    return t3
+
+def e7(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 > (0)
+        else:
+            t7 = _compare('>', t6, (0))
+        t4 = _truth(t7)
+    else:
+        t4 = False
+    return t4
+
+def e8(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 == (0)
+        else:
+            t7 = _compare('==', t6, (0))
+        t4 = _truth(t7)
+    else:
+        t4 = False
+    if _truth(t4):
+        t9 = attr_value(t1, 'other_versions', 'item.other_versions')
+        t10 = call_value(env, F_len.fn, F_len.cost, False, [t9])
+        if t10.__class__ is int:
+            t11 = t10 > (0)
+        else:
+            t11 = _compare('>', t10, (0))
+        t8 = _truth(t11)
+    else:
+        t8 = False
+    return t8
+
+def e9(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 == (0)
+        else:
+            t7 = _compare('==', t6, (0))
+        t4 = _truth(t7)
+    else:
+        t4 = False
+    if _truth(t4):
+        t9 = attr_value(t1, 'other_versions', 'item.other_versions')
+        t10 = call_value(env, F_len.fn, F_len.cost, False, [t9])
+        if t10.__class__ is int:
+            t11 = t10 == (0)
+        else:
+            t11 = _compare('==', t10, (0))
+        t8 = _truth(t11)
+    else:
+        t8 = False
+    return t8
+
+def e10(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t5 = _binop('+', (' (did you mean '), t2, env)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', t5, ('?)'), env)
+        t4 = t6
+    else:
+        t7 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+        t8 = call_value(env, F_len.fn, F_len.cost, False, [t7])
+        if t8.__class__ is int:
+            t9 = t8 > (0)
+        else:
+            t9 = _compare('>', t8, (0))
+        if _truth(t9):
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            t11 = index_value(t7, (0), 'item.elsewhere')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = _binop('+', (' (it is a key of ['), t11, env)
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = _binop('+', t12, ('])'), env)
+            t10 = t13
+        else:
+            t10 = ('')
+        t4 = t10
+    return t4
+
+def e11(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'elsewhere', 'item.elsewhere')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t2, (0), 'item.elsewhere')
+    return t3
+
+def e12(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'other_versions', 'item.other_versions')
+    t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (' and ')])
+    return t3
+
+def e13(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'other_versions', 'item.other_versions')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t2, (0), 'item.other_versions')
+    return t3
+
+def e14(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     t3 = env.lookup('tp')
@@ -220,7 +371,7 @@ def e4(env):
         t4 = True
     return t4
 
-def e5(env):
+def e15(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -228,7 +379,7 @@ def e5(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K0
+    t4 = K1
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -243,13 +394,13 @@ def e5(env):
         t5 = False
     return t5
 
-def e6(env):
+def e16(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'etp', 'keys.etp')
     return t2
 
-def e7(env):
+def e17(env):
     t1 = env.lookup('fsdp_tp')
     if t1 is None: t1 = Missing('fsdp_tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -263,7 +414,7 @@ def e7(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e8(env):
+def e18(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -271,12 +422,12 @@ def e8(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K1
+    t4 = K2
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e9(env):
+def e19(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -299,7 +450,7 @@ def e9(env):
         t5 = _binop('*', t3, t4, env)
     return t5
 
-def e10(env):
+def e20(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -313,17 +464,17 @@ def e10(env):
         t3 = _binop('*', t1, t2, env)
     return t3
 
-def e11(env):
+def e21(env):
     t1 = env.lookup('fsdp_tp')
     if t1 is None: t1 = Missing('fsdp_tp')
     return t1
 
-def e12(env):
+def e22(env):
     t1 = env.lookup('expert')
     if t1 is None: t1 = Missing('expert')
     return t1
 
-def e13(env):
+def e23(env):
     t1 = env.lookup('fsdp_tp')
     if t1 is None: t1 = Missing('fsdp_tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -381,7 +532,7 @@ def e13(env):
         t5 = ('(none with this etp)')
     return t5
 
-def e14(env):
+def e24(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -389,7 +540,7 @@ def e14(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K2
+    t4 = K3
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -404,7 +555,7 @@ def e14(env):
         t5 = False
     return t5
 
-def e15(env):
+def e25(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -422,7 +573,7 @@ def e15(env):
         t4 = _compare('==', t3, (1))
     return t4
 
-def e16(env):
+def e26(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -430,7 +581,7 @@ def e16(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K3
+    t4 = K4
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -504,18 +655,18 @@ def e16(env):
         t5 = False
     return t5
 
-def e17(env):
+def e27(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     return t1
 
-def e18(env):
+def e28(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'name', 'model.name')
     return t2
 
-def e19(env):
+def e29(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -530,13 +681,13 @@ def e19(env):
     t5 = _binop('*', t3, t4, env)
     return t5
 
-def e20(env):
+def e30(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'dp_replicate', 'keys.dp_replicate')
     return t2
 
-def e21(env):
+def e31(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -554,7 +705,7 @@ def e21(env):
         t4 = _compare('>', t3, (1))
     return t4
 
-def e22(env):
+def e32(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -562,7 +713,7 @@ def e22(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K4
+    t4 = K5
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -597,7 +748,7 @@ def e22(env):
         t5 = False
     return t5
 
-def e23(env):
+def e33(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     if t1.__class__ is int:
@@ -610,7 +761,7 @@ def e23(env):
         t3 = ('fsdp')
     return t3
 
-def e24(env):
+def e34(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     if t1.__class__ is int:
@@ -623,7 +774,7 @@ def e24(env):
         t3 = ('fsdp')
     return t3
 
-def e25(env):
+def e35(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'known' in t1:
@@ -633,7 +784,7 @@ def e25(env):
         t2 = attr_value(t1, 'known', 'model.known')
     return t2
 
-def e26(env):
+def e36(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -644,7 +795,7 @@ def e26(env):
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e27(env):
+def e37(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
@@ -655,7 +806,7 @@ def e27(env):
         t4 = ('(none)')
     return t4
 
-def e28(env):
+def e38(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
@@ -666,13 +817,13 @@ def e28(env):
         t4 = ('<flavor>')
     return t4
 
-def e29(env):
+def e39(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
     return t2
 
-def e30(env):
+def e40(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'unknown_schedule' in t1:
@@ -683,7 +834,7 @@ def e30(env):
     t3 = not (t2 if t2.__class__ is bool else _truth(t2))
     return t3
 
-def e31(env):
+def e41(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'local_batch_size' in t1:
@@ -707,7 +858,7 @@ def e31(env):
         t6 = _compare('==', t5, (0))
     return t6
 
-def e32(env):
+def e42(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -715,7 +866,7 @@ def e32(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K5
+    t4 = K6
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -745,19 +896,19 @@ def e32(env):
         t5 = False
     return t5
 
-def e33(env):
+def e43(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
     return t2
 
-def e34(env):
+def e44(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'microbatch_size', 'pipeline.microbatch_size')
     return t2
 
-def e35(env):
+def e45(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
@@ -765,7 +916,7 @@ def e35(env):
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3])
     return t4
 
-def e36(env):
+def e46(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'global_batch_size' in t1:
@@ -792,7 +943,7 @@ def e36(env):
         t4 = False
     return t4
 
-def e37(env):
+def e47(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -800,7 +951,7 @@ def e37(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K6
+    t4 = K7
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -822,7 +973,7 @@ def e37(env):
         t5 = False
     return t5
 
-def e38(env):
+def e48(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'local_batch_size' in t1:
@@ -841,7 +992,7 @@ def e38(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e39(env):
+def e49(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'global_batch_size' in t1:
@@ -851,17 +1002,17 @@ def e39(env):
         t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
     return t2
 
-def e40(env):
+def e50(env):
     t1 = env.lookup('batch')
     if t1 is None: t1 = Missing('batch')
     return t1
 
-def e41(env):
+def e51(env):
     t1 = env.lookup('per_step')
     if t1 is None: t1 = Missing('per_step')
     return t1
 
-def e42(env):
+def e52(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
@@ -872,7 +1023,7 @@ def e42(env):
     t4 = _binop('/', t2, t3, env)
     return t4
 
-def e43(env):
+def e53(env):
     t1 = env.lookup('per_step')
     if t1 is None: t1 = Missing('per_step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -887,7 +1038,7 @@ def e43(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e44(env):
+def e54(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
@@ -900,7 +1051,7 @@ def e44(env):
     t6 = call_value(env, F_plural.fn, F_plural.cost, False, [t5, ('accumulation step')])
     return t6
 
-def e45(env):
+def e55(env):
     t1 = env.lookup('per_step')
     if t1 is None: t1 = Missing('per_step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -916,7 +1067,7 @@ def e45(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e46(env):
+def e56(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -935,7 +1086,7 @@ def e46(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e47(env):
+def e57(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -943,7 +1094,7 @@ def e47(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K7
+    t4 = K8
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -958,7 +1109,7 @@ def e47(env):
         t5 = False
     return t5
 
-def e48(env):
+def e58(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -978,7 +1129,7 @@ def e48(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e49(env):
+def e59(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -988,12 +1139,12 @@ def e49(env):
         t2 = attr_value(t1, 'seq_len', 'training.seq_len')
     return t2
 
-def e50(env):
+def e60(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     return t1
 
-def e51(env):
+def e61(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1007,7 +1158,7 @@ def e51(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e52(env):
+def e62(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1023,7 +1174,7 @@ def e52(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e53(env):
+def e63(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1031,7 +1182,7 @@ def e53(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K8
+    t4 = K9
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1047,7 +1198,7 @@ def e53(env):
         t5 = False
     return t5
 
-def e54(env):
+def e64(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     if t1.__class__ is dict and 'enable' in t1:
@@ -1057,7 +1208,7 @@ def e54(env):
         t2 = attr_value(t1, 'enable', 'compile.enable')
     return t2
 
-def e55(env):
+def e65(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1065,7 +1216,7 @@ def e55(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K9
+    t4 = K10
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1091,7 +1242,20 @@ def e55(env):
         t5 = False
     return t5
 
-def e56(env):
+def e66(env):
+    t1 = env.lookup('framework_version')
+    if t1 is None: t1 = Missing('framework_version')
+    if t1.__class__ is str:
+        t2 = t1 == ('0.1.0')
+    else:
+        t2 = _compare('==', t1, ('0.1.0'))
+    if _truth(t2):
+        t3 = ('[training] compile = true')
+    else:
+        t3 = ('[compile] enable = true')
+    return t3
+
+def e67(env):
     t1 = env.lookup('seq')
     if t1 is None: t1 = Missing('seq')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1113,7 +1277,7 @@ def e56(env):
         t4 = _compare('>=', t3, t6)
     return t4
 
-def e57(env):
+def e68(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1121,7 +1285,7 @@ def e57(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K10
+    t4 = K11
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1136,12 +1300,12 @@ def e57(env):
         t5 = False
     return t5
 
-def e58(env):
+def e69(env):
     t1 = env.lookup('seq')
     if t1 is None: t1 = Missing('seq')
     return t1
 
-def e59(env):
+def e70(env):
     t1 = env.lookup('seq')
     if t1 is None: t1 = Missing('seq')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1151,13 +1315,13 @@ def e59(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e60(env):
+def e71(env):
     t1 = env.lookup('params')
     if t1 is None: t1 = Missing('params')
     t2 = attr_value(t1, 'min_tokens_per_rank', 'params.min_tokens_per_rank')
     return t2
 
-def e61(env):
+def e72(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1168,7 +1332,7 @@ def e61(env):
     t4 = _binop('*', t1, t3, env)
     return t4
 
-def e62(env):
+def e73(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'pipelining' in t1:
@@ -1178,7 +1342,7 @@ def e62(env):
         t2 = attr_value(t1, 'pipelining', 'model.pipelining')
     return t2
 
-def e63(env):
+def e74(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1186,7 +1350,7 @@ def e63(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K11
+    t4 = K12
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1201,7 +1365,7 @@ def e63(env):
         t5 = False
     return t5
 
-def e64(env):
+def e75(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1209,7 +1373,7 @@ def e64(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K12
+    t4 = K13
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1244,7 +1408,7 @@ def e64(env):
         t5 = False
     return t5
 
-def e65(env):
+def e76(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1255,7 +1419,7 @@ def e65(env):
         t2 = _binop('*', t1, (2), env)
     return t2
 
-def e66(env):
+def e77(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1270,7 +1434,7 @@ def e66(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e67(env):
+def e78(env):
     t1 = env.lookup('region')
     if t1 is None: t1 = Missing('region')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1284,7 +1448,7 @@ def e67(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e68(env):
+def e79(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1292,7 +1456,7 @@ def e68(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K13
+    t4 = K14
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1307,7 +1471,7 @@ def e68(env):
         t5 = False
     return t5
 
-def e69(env):
+def e80(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -1363,12 +1527,12 @@ def e69(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e70(env):
+def e81(env):
     t1 = env.lookup('region')
     if t1 is None: t1 = Missing('region')
     return t1
 
-def e71(env):
+def e82(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -1381,7 +1545,7 @@ def e71(env):
         t3 = ('torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten')
     return t3
 
-def e72(env):
+def e83(env):
     t1 = env.lookup('framework_error')
     if t1 is None: t1 = Missing('framework_error')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -1403,7 +1567,7 @@ def e72(env):
         t6 = ('')
     return t6
 
-def e73(env):
+def e84(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1422,7 +1586,7 @@ def e73(env):
         t4 = ('no ep > 1 fits: dp_shard·cp·tp is 1')
     return t4
 
-def e74(env):
+def e85(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'disable_cuda_graphs' in t1:
@@ -1432,7 +1596,7 @@ def e74(env):
         t2 = attr_value(t1, 'disable_cuda_graphs', 'training.disable_cuda_graphs')
     return t2
 
-def e75(env):
+def e86(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1440,7 +1604,7 @@ def e75(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K14
+    t4 = K15
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1466,7 +1630,7 @@ def e75(env):
         t5 = False
     return t5
 
-def e76(env):
+def e87(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -1507,7 +1671,7 @@ def e76(env):
         t7 = True
     return t7
 
-def e77(env):
+def e88(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1515,7 +1679,7 @@ def e77(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K15
+    t4 = K16
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1553,7 +1717,7 @@ def e77(env):
         t5 = False
     return t5
 
-def e78(env):
+def e89(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -1564,12 +1728,12 @@ def e78(env):
     t3 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t2, ('standard')])
     return t3
 
-def e79(env):
+def e90(env):
     t1 = env.lookup('backend')
     if t1 is None: t1 = Missing('backend')
     return t1
 
-def e80(env):
+def e91(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1583,7 +1747,7 @@ def e80(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e81(env):
+def e92(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1591,7 +1755,7 @@ def e81(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K16
+    t4 = K17
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1617,7 +1781,7 @@ def e81(env):
         t5 = False
     return t5
 
-def e82(env):
+def e93(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'enable_sequence_parallel' in t1:
@@ -1656,7 +1820,7 @@ def e82(env):
         t9 = _binop('*', t3, t7, env)
     return t9
 
-def e83(env):
+def e94(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_microbatch_per_dp_rank' in t1:
@@ -1666,12 +1830,12 @@ def e83(env):
         t2 = attr_value(t1, 'num_tokens_per_microbatch_per_dp_rank', 'training.num_tokens_per_microbatch_per_dp_rank')
     return t2
 
-def e84(env):
+def e95(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     return t1
 
-def e85(env):
+def e96(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
@@ -1696,7 +1860,7 @@ def e85(env):
         t6 = ('')
     return t6
 
-def e86(env):
+def e97(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
@@ -1726,7 +1890,7 @@ def e86(env):
         t9 = ('')
     return t9
 
-def e87(env):
+def e98(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1.__class__ is int:
@@ -1744,7 +1908,7 @@ def e87(env):
         t3 = ('')
     return t3
 
-def e88(env):
+def e99(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1.__class__ is int:
@@ -1763,7 +1927,7 @@ def e88(env):
         t3 = t7
     return t3
 
-def e89(env):
+def e100(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1777,7 +1941,7 @@ def e89(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e90(env):
+def e101(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1792,7 +1956,7 @@ def e90(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e91(env):
+def e102(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1800,7 +1964,7 @@ def e91(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K17
+    t4 = K18
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1826,7 +1990,7 @@ def e91(env):
         t5 = False
     return t5
 
-def e92(env):
+def e103(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_train_step' in t1:
@@ -1845,7 +2009,7 @@ def e92(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e93(env):
+def e104(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1853,7 +2017,7 @@ def e93(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K18
+    t4 = K19
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -1886,7 +2050,7 @@ def e93(env):
         t5 = False
     return t5
 
-def e94(env):
+def e105(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -1906,7 +2070,7 @@ def e94(env):
         t3 = (1)
     return t3
 
-def e95(env):
+def e106(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_microbatch_per_dp_rank' in t1:
@@ -1934,7 +2098,7 @@ def e95(env):
         t6 = _binop('*', t4, t5, env)
     return t6
 
-def e96(env):
+def e107(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_train_step' in t1:
@@ -1944,7 +2108,7 @@ def e96(env):
         t2 = attr_value(t1, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
     return t2
 
-def e97(env):
+def e108(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -1957,7 +2121,7 @@ def e97(env):
         t3 = ('')
     return t3
 
-def e98(env):
+def e109(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -1975,12 +2139,12 @@ def e98(env):
         t3 = ('')
     return t3
 
-def e99(env):
+def e110(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     return t1
 
-def e100(env):
+def e111(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1995,7 +2159,7 @@ def e100(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e101(env):
+def e112(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
@@ -2008,7 +2172,7 @@ def e101(env):
     t6 = call_value(env, F_plural.fn, F_plural.cost, False, [t5, ('accumulation step')])
     return t6
 
-def e102(env):
+def e113(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2024,7 +2188,7 @@ def e102(env):
     t6 = _binop('*', t1, t5, env)
     return t6
 
-def e103(env):
+def e114(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -2038,7 +2202,7 @@ def e103(env):
         t3 = _compare('==', t2, ('spmd_types'))
     return t3
 
-def e104(env):
+def e115(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2046,7 +2210,7 @@ def e104(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K19
+    t4 = K20
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2061,13 +2225,13 @@ def e104(env):
         t5 = False
     return t5
 
-def e105(env):
+def e116(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     return t2
 
-def e106(env):
+def e117(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_backend' in t1:
@@ -2082,16 +2246,16 @@ def e106(env):
     else:
         t5 = _compare('==', t4, ('0.3.0'))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = K20
+        t7 = K21
         t6 = t7
     else:
-        t8 = K21
+        t8 = K22
         t6 = t8
     if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t2, t6)
     t3 = _compare('in', t2, t6)
     return t3
 
-def e107(env):
+def e118(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2099,7 +2263,7 @@ def e107(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K22
+    t4 = K23
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2129,13 +2293,13 @@ def e107(env):
         t5 = False
     return t5
 
-def e108(env):
+def e119(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
     return t2
 
-def e109(env):
+def e120(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -2148,7 +2312,7 @@ def e109(env):
         t3 = ('torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.')
     return t3
 
-def e110(env):
+def e121(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2162,7 +2326,7 @@ def e110(env):
         t3 = _compare('!=', t2, ('kimi'))
     return t3
 
-def e111(env):
+def e122(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2170,7 +2334,7 @@ def e111(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K23
+    t4 = K24
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2185,7 +2349,7 @@ def e111(env):
         t5 = False
     return t5
 
-def e112(env):
+def e123(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -2198,41 +2362,7 @@ def e112(env):
         t3 = ('')
     return t3
 
-def e113(env):
-    t1 = env.lookup('framework')
-    if t1 is None: t1 = Missing('framework')
-    if t1.__class__ is dict and 'id' in t1:
-        t2 = t1['id']
-        if t2 is None: t2 = Missing('framework.id')
-    else:
-        t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K24
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('pp')
-        if t6 is None: t6 = Missing('pp')
-        if t6.__class__ is int:
-            t7 = t6 > (1)
-        else:
-            t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
-    else:
-        t5 = False
-    return t5
-
-def e114(env):
-    t1 = env.lookup('model')
-    if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'tie_embeddings' in t1:
-        t2 = t1['tie_embeddings']
-        if t2 is None: t2 = Missing('model.tie_embeddings')
-    else:
-        t2 = attr_value(t1, 'tie_embeddings', 'model.tie_embeddings')
-    t3 = not (t2 if t2.__class__ is bool else _truth(t2))
-    return t3
-
-def e115(env):
+def e124(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2255,7 +2385,41 @@ def e115(env):
         t5 = False
     return t5
 
-def e116(env):
+def e125(env):
+    t1 = env.lookup('model')
+    if t1 is None: t1 = Missing('model')
+    if t1.__class__ is dict and 'tie_embeddings' in t1:
+        t2 = t1['tie_embeddings']
+        if t2 is None: t2 = Missing('model.tie_embeddings')
+    else:
+        t2 = attr_value(t1, 'tie_embeddings', 'model.tie_embeddings')
+    t3 = not (t2 if t2.__class__ is bool else _truth(t2))
+    return t3
+
+def e126(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K26
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('pp')
+        if t6 is None: t6 = Missing('pp')
+        if t6.__class__ is int:
+            t7 = t6 > (1)
+        else:
+            t7 = _compare('>', t6, (1))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+    else:
+        t5 = False
+    return t5
+
+def e127(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     if t1.__class__ is dict and 'enable' in t1:
@@ -2276,7 +2440,7 @@ def e116(env):
         t3 = False
     return t3
 
-def e117(env):
+def e128(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2284,7 +2448,7 @@ def e117(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K26
+    t4 = K27
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2300,7 +2464,7 @@ def e117(env):
         t5 = False
     return t5
 
-def e118(env):
+def e129(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     t2 = attr_value(t1, 'enable', 'compile.enable')
@@ -2311,7 +2475,7 @@ def e118(env):
         t4 = ('')
     return t4
 
-def e119(env):
+def e130(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
     t2 = attr_value(t1, 'enable', 'compile.enable')
@@ -2330,7 +2494,7 @@ def e119(env):
         t8 = ('')
     return t8
 
-def e120(env):
+def e131(env):
     t2 = env.lookup('compile')
     if t2 is None: t2 = Missing('compile')
     t3 = attr_value(t2, 'components', 'compile.components')
@@ -2343,7 +2507,7 @@ def e120(env):
         t5 = ('')
     return t5
 
-def e121(env):
+def e132(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2364,7 +2528,7 @@ def e121(env):
         t3 = True
     return t3
 
-def e122(env):
+def e133(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2372,13 +2536,13 @@ def e122(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K27
+    t4 = K28
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('backend')
         if t6 is None: t6 = Missing('backend')
-        t8 = K28
+        t8 = K29
         if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
         t7 = _compare('in', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
@@ -2386,7 +2550,7 @@ def e122(env):
         t5 = False
     return t5
 
-def e123(env):
+def e134(env):
     t1 = env.lookup('backend')
     if t1 is None: t1 = Missing('backend')
     if t1.__class__ is str:
@@ -2407,7 +2571,7 @@ def e123(env):
         t3 = t5
     return t3
 
-def e124(env):
+def e135(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'context_parallel_load_balancer' in t1:
@@ -2415,12 +2579,12 @@ def e124(env):
         if t2 is None: t2 = Missing('parallelism.context_parallel_load_balancer')
     else:
         t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
-    t4 = K29
+    t4 = K30
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e125(env):
+def e136(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2428,7 +2592,7 @@ def e125(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K30
+    t4 = K31
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2455,19 +2619,19 @@ def e125(env):
         t5 = False
     return t5
 
-def e126(env):
+def e137(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
     return t2
 
-def e127(env):
+def e138(env):
     t1 = env.lookup('refused')
     if t1 is None: t1 = Missing('refused')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
     return t2
 
-def e128(env):
+def e139(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2475,7 +2639,7 @@ def e128(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K31
+    t4 = K32
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2490,7 +2654,7 @@ def e128(env):
         t5 = False
     return t5
 
-def e129(env):
+def e140(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2498,7 +2662,7 @@ def e129(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K32
+    t4 = K33
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if not (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2512,7 +2676,7 @@ def e129(env):
                 if t8 is None: t8 = Missing('model.flavor')
             else:
                 t8 = attr_value(t1, 'flavor', 'model.flavor')
-            t10 = K33
+            t10 = K34
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('in', t8, t10)
             t7 = (t9 if t9.__class__ is bool else _truth(t9))
@@ -2523,7 +2687,7 @@ def e129(env):
         t5 = True
     return t5
 
-def e130(env):
+def e141(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2549,12 +2713,12 @@ def e130(env):
         t4 = t6
     return t4
 
-def e131(env):
+def e142(env):
     t1 = env.lookup('why')
     if t1 is None: t1 = Missing('why')
     return t1
 
-def e132(env):
+def e143(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'family', 'model.family')
@@ -2568,7 +2732,7 @@ def e132(env):
         t4 = ('')
     return t4
 
-def e133(env):
+def e144(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
     if t1.__class__ is int:
@@ -2577,7 +2741,7 @@ def e133(env):
         t2 = _compare('<=', t1, (1))
     return t2
 
-def e134(env):
+def e145(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2585,7 +2749,7 @@ def e134(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K34
+    t4 = K35
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2605,7 +2769,7 @@ def e134(env):
         t5 = False
     return t5
 
-def e135(env):
+def e146(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'num_tokens_per_microbatch_per_dp_rank' in t1:
@@ -2624,7 +2788,7 @@ def e135(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e136(env):
+def e147(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     if t1.__class__ is int:
@@ -2642,12 +2806,12 @@ def e136(env):
         t3 = (1)
     return t3
 
-def e137(env):
+def e148(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
     return t1
 
-def e138(env):
+def e149(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2657,7 +2821,7 @@ def e138(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e139(env):
+def e150(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_backend' in t1:
@@ -2665,12 +2829,12 @@ def e139(env):
         if t2 is None: t2 = Missing('model.attn_backend')
     else:
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
-    t4 = K35
+    t4 = K36
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e140(env):
+def e151(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2678,7 +2842,7 @@ def e140(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K36
+    t4 = K37
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2689,7 +2853,7 @@ def e140(env):
             if t7 is None: t7 = Missing('model.family')
         else:
             t7 = attr_value(t6, 'family', 'model.family')
-        t9 = K37
+        t9 = K38
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
@@ -2707,7 +2871,7 @@ def e140(env):
         t5 = False
     return t5
 
-def e141(env):
+def e152(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
@@ -2723,7 +2887,7 @@ def e141(env):
         t4 = t5
     return t4
 
-def e142(env):
+def e153(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -2731,12 +2895,12 @@ def e142(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K38
+    t4 = K39
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e143(env):
+def e154(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2744,7 +2908,7 @@ def e143(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K39
+    t4 = K40
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2770,13 +2934,13 @@ def e143(env):
         t5 = False
     return t5
 
-def e144(env):
+def e155(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
     return t2
 
-def e145(env):
+def e156(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule' in t1:
@@ -2790,7 +2954,7 @@ def e145(env):
         t3 = _compare('!=', t2, ('PipelineScheduleSingle'))
     return t3
 
-def e146(env):
+def e157(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2798,7 +2962,7 @@ def e146(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K40
+    t4 = K41
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2825,13 +2989,13 @@ def e146(env):
         t5 = False
     return t5
 
-def e147(env):
+def e158(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'pipeline_parallel_schedule', 'parallelism.pipeline_parallel_schedule')
     return t2
 
-def e148(env):
+def e159(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2839,7 +3003,7 @@ def e148(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K41
+    t4 = K42
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2856,7 +3020,7 @@ def e148(env):
         t5 = False
     return t5
 
-def e149(env):
+def e160(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2891,7 +3055,7 @@ def e149(env):
         else:
             t10 = _compare('==', t9, ('0.3.0'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = K42
+            t13 = K43
             if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t2, t13)
             t12 = _compare('in', t2, t13)
             t11 = (t12 if t12.__class__ is bool else _truth(t12))
@@ -2917,7 +3081,7 @@ def e149(env):
         t8 = True
     return t8
 
-def e150(env):
+def e161(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -2954,7 +3118,7 @@ def e150(env):
         t4 = ('full_dtensor is not supported yet.')
     return t4
 
-def e151(env):
+def e162(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -2968,7 +3132,7 @@ def e151(env):
         t3 = _compare('!=', t2, ('gpt_oss'))
     return t3
 
-def e152(env):
+def e163(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2976,7 +3140,7 @@ def e152(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K43
+    t4 = K44
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -2996,7 +3160,7 @@ def e152(env):
         t5 = False
     return t5
 
-def e153(env):
+def e164(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'optimizer' in t1:
@@ -3009,12 +3173,12 @@ def e153(env):
         if t3 is None: t3 = Missing('config.optimizer.name')
     else:
         t3 = attr_value(t2, 'name', 'config.optimizer.name')
-    t5 = K44
+    t5 = K45
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e154(env):
+def e165(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3022,7 +3186,7 @@ def e154(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K45
+    t4 = K46
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3044,14 +3208,14 @@ def e154(env):
         t5 = False
     return t5
 
-def e155(env):
+def e166(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
     t3 = attr_value(t2, 'name', 'config.optimizer.name')
     return t3
 
-def e156(env):
+def e167(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'optimizer' in t1:
@@ -3074,12 +3238,12 @@ def e156(env):
         if t6 is None: t6 = Missing('optimizer_name')
     else:
         t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
-    t8 = K46
+    t8 = K47
     if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
     t7 = _compare('in', t6, t8)
     return t7
 
-def e157(env):
+def e168(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3087,7 +3251,7 @@ def e157(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K47
+    t4 = K48
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3119,7 +3283,7 @@ def e157(env):
         t5 = False
     return t5
 
-def e158(env):
+def e169(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('optimizer'), t2)
@@ -3178,11 +3342,11 @@ def e158(env):
         t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
         t11 = t15
     else:
-        t16 = K48
+        t16 = K49
         t11 = t16
     return t11
 
-def e159(env):
+def e170(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
@@ -3195,7 +3359,7 @@ def e159(env):
     t6 = attr_value(t5, 'pattern', 'pattern')
     return t6
 
-def e160(env):
+def e171(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'optimizer', 'config.optimizer')
@@ -3208,7 +3372,7 @@ def e160(env):
     t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
     return t6
 
-def e161(env):
+def e172(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3227,7 +3391,7 @@ def e161(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e162(env):
+def e173(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3235,7 +3399,7 @@ def e162(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K49
+    t4 = K50
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3278,7 +3442,7 @@ def e162(env):
         t5 = False
     return t5
 
-def e163(env):
+def e174(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1.__class__ is int:
@@ -3287,7 +3451,7 @@ def e163(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e164(env):
+def e175(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'compile' in t1:
@@ -3317,7 +3481,7 @@ def e164(env):
         t5 = False
     return t5
 
-def e165(env):
+def e176(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3325,7 +3489,7 @@ def e165(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K50
+    t4 = K51
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3358,21 +3522,21 @@ def e165(env):
         t5 = False
     return t5
 
-def e166(env):
+def e177(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'enable', 'config.compile.enable')
     return t3
 
-def e167(env):
+def e178(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'components', 'config.compile.components')
     return t3
 
-def e168(env):
+def e179(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3391,7 +3555,7 @@ def e168(env):
         t4 = _compare('!=', t3, (1))
     return t4
 
-def e169(env):
+def e180(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3399,7 +3563,7 @@ def e169(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K51
+    t4 = K52
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3444,7 +3608,7 @@ def e169(env):
         t5 = False
     return t5
 
-def e170(env):
+def e181(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -3457,7 +3621,7 @@ def e170(env):
         t3 = ('when the checkpointer is built')
     return t3
 
-def e171(env):
+def e182(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3517,7 +3681,7 @@ def e171(env):
         t9 = False
     return t9
 
-def e172(env):
+def e183(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3525,7 +3689,7 @@ def e172(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K52
+    t4 = K53
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3560,7 +3724,7 @@ def e172(env):
         t5 = False
     return t5
 
-def e173(env):
+def e184(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -3584,7 +3748,7 @@ def e173(env):
         t8 = ('checkpoint.initial_load_in_hf = true with initial_load_model_only = false')
     return t8
 
-def e174(env):
+def e185(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -3597,7 +3761,7 @@ def e174(env):
         t3 = ('torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one')
     return t3
 
-def e175(env):
+def e186(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -3621,7 +3785,7 @@ def e175(env):
         t8 = ('checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf')
     return t8
 
-def e176(env):
+def e187(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
@@ -3645,7 +3809,7 @@ def e176(env):
         t8 = ('initial_load_model_only')
     return t8
 
-def e177(env):
+def e188(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -3658,12 +3822,12 @@ def e177(env):
         if t3 is None: t3 = Missing('config.checkpoint.async_mode')
     else:
         t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
-    t5 = K53
+    t5 = K54
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e178(env):
+def e189(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3671,7 +3835,7 @@ def e178(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K54
+    t4 = K55
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3701,14 +3865,14 @@ def e178(env):
         t5 = False
     return t5
 
-def e179(env):
+def e190(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
     t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
     return t3
 
-def e180(env):
+def e191(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is dict and 'checkpoint' in t2:
@@ -3747,7 +3911,7 @@ def e180(env):
         t5 = False
     return t5
 
-def e181(env):
+def e192(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3755,7 +3919,7 @@ def e181(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K55
+    t4 = K56
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3785,14 +3949,14 @@ def e181(env):
         t5 = False
     return t5
 
-def e182(env):
+def e193(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
     t3 = attr_value(t2, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     return t3
 
-def e183(env):
+def e194(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -3805,7 +3969,7 @@ def e183(env):
         t5 = ('the learning-rate schedulers hold the optimizers: ')
     return t5
 
-def e184(env):
+def e195(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -3818,7 +3982,7 @@ def e184(env):
         t5 = ('lr_scheduler must be excluded when optimizer is excluded.')
     return t5
 
-def e185(env):
+def e196(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
@@ -3831,7 +3995,7 @@ def e185(env):
         t5 = ('add "lr_scheduler" to exclude_from_loading')
     return t5
 
-def e186(env):
+def e197(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3850,7 +4014,7 @@ def e186(env):
         t3 = False
     return t3
 
-def e187(env):
+def e198(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3858,7 +4022,7 @@ def e187(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K56
+    t4 = K57
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -3883,7 +4047,7 @@ def e187(env):
         t5 = False
     return t5
 
-def e188(env):
+def e199(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3904,7 +4068,7 @@ def e188(env):
         t3 = t8
     return t3
 
-def e189(env):
+def e200(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3917,7 +4081,7 @@ def e189(env):
         t3 = ('Pipeline')
     return t3
 
-def e190(env):
+def e201(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3930,7 +4094,7 @@ def e190(env):
         t3 = ('pipeline_parallel_degree')
     return t3
 
-def e191(env):
+def e202(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'quantize' in t1:
@@ -3959,7 +4123,7 @@ def e191(env):
         t6 = _compare('!=', t5, (True))
     return t6
 
-def e192(env):
+def e203(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3967,7 +4131,7 @@ def e192(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K57
+    t4 = K58
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4028,7 +4192,7 @@ def e192(env):
         t5 = False
     return t5
 
-def e193(env):
+def e204(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'quantize', 'config.quantize')
@@ -4037,7 +4201,7 @@ def e193(env):
     t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     return t5
 
-def e194(env):
+def e205(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4056,7 +4220,7 @@ def e194(env):
         t3 = False
     return t3
 
-def e195(env):
+def e206(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4064,7 +4228,7 @@ def e195(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K58
+    t4 = K59
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4100,7 +4264,7 @@ def e195(env):
         t5 = False
     return t5
 
-def e196(env):
+def e207(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4121,7 +4285,7 @@ def e196(env):
         t3 = t8
     return t3
 
-def e197(env):
+def e208(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4134,7 +4298,7 @@ def e197(env):
         t3 = ('context')
     return t3
 
-def e198(env):
+def e209(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4147,7 +4311,7 @@ def e198(env):
         t3 = ('context_parallel_degree')
     return t3
 
-def e199(env):
+def e210(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -4156,7 +4320,7 @@ def e199(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e200(env):
+def e211(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4164,7 +4328,7 @@ def e200(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K59
+    t4 = K60
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4234,7 +4398,7 @@ def e200(env):
         t5 = False
     return t5
 
-def e201(env):
+def e212(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -4259,7 +4423,7 @@ def e201(env):
         t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('c')
-        t12 = K60
+        t12 = K61
         if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
         t11 = _compare('in', t10, t12)
         t1.append(t11)
@@ -4280,7 +4444,7 @@ def e201(env):
             t18.let_cache = None
             t21 = t20
             if t21 is None: t21 = Missing('c')
-            t23 = K61
+            t23 = K62
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t18, t21, t23)
             t22 = _compare('in', t21, t23)
             t15.append(t22)
@@ -4294,7 +4458,7 @@ def e201(env):
     t25 = not (t14 if t14.__class__ is bool else _truth(t14))
     return t25
 
-def e202(env):
+def e213(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4302,7 +4466,7 @@ def e202(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K62
+    t4 = K63
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4332,14 +4496,14 @@ def e202(env):
         t5 = False
     return t5
 
-def e203(env):
+def e214(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
     t3 = attr_value(t2, 'converters', 'config.model.converters')
     return t3
 
-def e204(env):
+def e215(env):
     t1 = env.lookup('batch')
     if t1 is None: t1 = Missing('batch')
     if t1.__class__ is int:
@@ -4348,7 +4512,7 @@ def e204(env):
         t2 = _compare('==', t1, (1))
     return t2
 
-def e205(env):
+def e216(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4356,7 +4520,7 @@ def e205(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K63
+    t4 = K64
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4381,7 +4545,7 @@ def e205(env):
         t5 = False
     return t5
 
-def e206(env):
+def e217(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4389,7 +4553,7 @@ def e206(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K64
+    t4 = K65
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4421,7 +4585,7 @@ def e206(env):
         t5 = False
     return t5
 
-def e207(env):
+def e218(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -4591,14 +4755,14 @@ def e207(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e208(env):
+def e219(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (4), 'item')
     return t2
 
-def e209(env):
+def e220(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4606,7 +4770,7 @@ def e209(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K65
+    t4 = K66
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4649,7 +4813,7 @@ def e209(env):
         t5 = False
     return t5
 
-def e210(env):
+def e221(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4657,7 +4821,7 @@ def e210(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K66
+    t4 = K67
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4702,7 +4866,7 @@ def e210(env):
         t5 = False
     return t5
 
-def e211(env):
+def e222(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4710,7 +4874,7 @@ def e211(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K67
+    t4 = K68
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4745,7 +4909,7 @@ def e211(env):
         t5 = False
     return t5
 
-def e212(env):
+def e223(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'model' in t1:
@@ -4798,7 +4962,7 @@ def e212(env):
         t9 = False
     return t9
 
-def e213(env):
+def e224(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4806,7 +4970,7 @@ def e213(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K68
+    t4 = K69
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4831,7 +4995,7 @@ def e213(env):
         t5 = False
     return t5
 
-def e214(env):
+def e225(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
@@ -4860,7 +5024,7 @@ def e214(env):
         t5 = t14
     return t5
 
-def e215(env):
+def e226(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
@@ -4875,7 +5039,7 @@ def e215(env):
         t5 = ('set [compile] enable = true with "model" in components, or use mode = "full" or "selective"')
     return t5
 
-def e216(env):
+def e227(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -4899,7 +5063,7 @@ def e216(env):
         t5 = True
     return t5
 
-def e217(env):
+def e228(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4907,7 +5071,7 @@ def e217(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K69
+    t4 = K70
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -4932,14 +5096,14 @@ def e217(env):
         t5 = False
     return t5
 
-def e218(env):
+def e229(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     t3 = attr_value(t2, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
     return t3
 
-def e219(env):
+def e230(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'checkpoint' in t1:
@@ -4958,7 +5122,7 @@ def e219(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e220(env):
+def e231(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4966,7 +5130,7 @@ def e220(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K70
+    t4 = K71
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5004,7 +5168,7 @@ def e220(env):
         t5 = False
     return t5
 
-def e221(env):
+def e232(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -5033,7 +5197,7 @@ def e221(env):
         t5 = False
     return t5
 
-def e222(env):
+def e233(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5041,7 +5205,7 @@ def e222(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K71
+    t4 = K72
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5072,7 +5236,7 @@ def e222(env):
                 if t12 is None: t12 = Missing('config.model.name')
             else:
                 t12 = attr_value(t11, 'name', 'config.model.name')
-            t14 = K72
+            t14 = K73
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -5083,7 +5247,7 @@ def e222(env):
         t5 = False
     return t5
 
-def e223(env):
+def e234(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5109,14 +5273,14 @@ def e223(env):
         t5 = t10
     return t5
 
-def e224(env):
+def e235(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'model', 'config.model')
     t3 = attr_value(t2, 'name', 'config.model.name')
     return t3
 
-def e225(env):
+def e236(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5134,7 +5298,7 @@ def e225(env):
         t5 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
     return t5
 
-def e226(env):
+def e237(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -5152,7 +5316,7 @@ def e226(env):
         t5 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
     return t5
 
-def e227(env):
+def e238(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'quantize' in t1:
@@ -5176,12 +5340,12 @@ def e227(env):
     else:
         t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise')])
-    t8 = K73
+    t8 = K74
     if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
     t7 = _compare('in', t6, t8)
     return t7
 
-def e228(env):
+def e239(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5189,7 +5353,7 @@ def e228(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K74
+    t4 = K75
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5260,7 +5424,7 @@ def e228(env):
         t5 = False
     return t5
 
-def e229(env):
+def e240(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'quantize', 'config.quantize')
@@ -5270,7 +5434,7 @@ def e229(env):
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise, the default')])
     return t6
 
-def e230(env):
+def e241(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5289,7 +5453,7 @@ def e230(env):
         t4 = _compare('==', t3, ('none'))
     return t4
 
-def e231(env):
+def e242(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5297,7 +5461,7 @@ def e231(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K75
+    t4 = K76
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5313,7 +5477,7 @@ def e231(env):
             if t8 is None: t8 = Missing('config.model.name')
         else:
             t8 = attr_value(t7, 'name', 'config.model.name')
-        t10 = K76
+        t10 = K77
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
         t9 = _compare('in', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
@@ -5392,21 +5556,21 @@ def e231(env):
         t5 = False
     return t5
 
-def e232(env):
+def e243(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'parallelism', 'config.parallelism')
     t3 = attr_value(t2, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
     return t3
 
-def e233(env):
+def e244(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     t3 = attr_value(t2, 'mode', 'config.activation_checkpoint.mode')
     return t3
 
-def e234(env):
+def e245(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5422,7 +5586,7 @@ def e234(env):
         t4 = _compare('!=', t3, ('SelectiveAC.Config'))
     return t4
 
-def e235(env):
+def e246(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5430,7 +5594,7 @@ def e235(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K77
+    t4 = K78
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5484,7 +5648,7 @@ def e235(env):
                 if t19 is None: t19 = Missing('model.attn_backend')
             else:
                 t19 = attr_value(t18, 'attn_backend', 'model.attn_backend')
-            t21 = K78
+            t21 = K79
             if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
             t20 = _compare('in', t19, t21)
             t17 = (t20 if t20.__class__ is bool else _truth(t20))
@@ -5495,7 +5659,7 @@ def e235(env):
         t5 = False
     return t5
 
-def e236(env):
+def e247(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'activation_checkpoint' in t1:
@@ -5537,7 +5701,7 @@ def e236(env):
         t5 = True
     return t5
 
-def e237(env):
+def e248(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5545,7 +5709,7 @@ def e237(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K79
+    t4 = K80
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5604,7 +5768,7 @@ def e237(env):
         t5 = False
     return t5
 
-def e238(env):
+def e249(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
@@ -5613,7 +5777,7 @@ def e238(env):
     t4 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t3, ('none')])
     return t4
 
-def e239(env):
+def e250(env):
     t1 = env.lookup('tokens')
     if t1 is None: t1 = Missing('tokens')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5627,7 +5791,7 @@ def e239(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e240(env):
+def e251(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5635,7 +5799,7 @@ def e240(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K80
+    t4 = K81
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5660,7 +5824,7 @@ def e240(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K81
+            t14 = K82
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -5696,7 +5860,7 @@ def e240(env):
         t5 = False
     return t5
 
-def e241(env):
+def e252(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5710,12 +5874,12 @@ def e241(env):
         t3 = _binop('*', t1, t2, env)
     return t3
 
-def e242(env):
+def e253(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     return t1
 
-def e243(env):
+def e254(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5729,7 +5893,7 @@ def e243(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e244(env):
+def e255(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5744,7 +5908,7 @@ def e244(env):
     t5 = _binop('*', t1, t4, env)
     return t5
 
-def e245(env):
+def e256(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5752,7 +5916,7 @@ def e245(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K82
+    t4 = K83
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5777,7 +5941,7 @@ def e245(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K83
+            t14 = K84
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -5813,7 +5977,7 @@ def e245(env):
         t5 = False
     return t5
 
-def e246(env):
+def e257(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -5826,12 +5990,12 @@ def e246(env):
         if t3 is None: t3 = Missing('config.parallelism.context_parallel_load_balancer')
     else:
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-    t5 = K84
+    t5 = K85
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e247(env):
+def e258(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5839,7 +6003,7 @@ def e247(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K85
+    t4 = K86
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5891,7 +6055,7 @@ def e247(env):
         t5 = False
     return t5
 
-def e248(env):
+def e259(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -5906,7 +6070,7 @@ def e248(env):
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
     return t3
 
-def e249(env):
+def e260(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -5919,7 +6083,7 @@ def e249(env):
         t3 = False
     return t3
 
-def e250(env):
+def e261(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -5927,7 +6091,7 @@ def e250(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K86
+    t4 = K87
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5953,7 +6117,7 @@ def e250(env):
         t5 = False
     return t5
 
-def e251(env):
+def e262(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'family' in t1:
@@ -5961,7 +6125,7 @@ def e251(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K87
+    t4 = K88
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -5994,7 +6158,7 @@ def e251(env):
         t8 = False
     return t8
 
-def e252(env):
+def e263(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'linear_key_heads' in t1:
@@ -6044,7 +6208,7 @@ def e252(env):
         t7 = False
     return t7
 
-def e253(env):
+def e264(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -6073,7 +6237,7 @@ def e253(env):
         t2 = t8
     return t2
 
-def e254(env):
+def e265(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -6147,7 +6311,7 @@ def e254(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e255(env):
+def e266(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if _truth(t1):
@@ -6179,7 +6343,7 @@ def e255(env):
         t2 = t16
     return t2
 
-def e256(env):
+def e267(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if _truth(t1):
@@ -6258,7 +6422,7 @@ def e256(env):
         t6 = t16
     return t6
 
-def e257(env):
+def e268(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'max_context_length' in t1:
@@ -6280,7 +6444,7 @@ def e257(env):
         t3 = _compare('<=', t2, t5)
     return t3
 
-def e258(env):
+def e269(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6288,7 +6452,7 @@ def e258(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K88
+    t4 = K89
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6328,19 +6492,19 @@ def e258(env):
         t5 = False
     return t5
 
-def e259(env):
+def e270(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     t2 = attr_value(t1, 'max_context_length', 'training.max_context_length')
     return t2
 
-def e260(env):
+def e271(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'rope_max_len', 'model.rope_max_len')
     return t2
 
-def e261(env):
+def e272(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -6362,7 +6526,7 @@ def e261(env):
         t3 = _compare('<=', t2, t5)
     return t3
 
-def e262(env):
+def e273(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6370,7 +6534,7 @@ def e262(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K89
+    t4 = K90
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6410,7 +6574,7 @@ def e262(env):
         t5 = False
     return t5
 
-def e263(env):
+def e274(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'validator' in t1:
@@ -6424,7 +6588,7 @@ def e263(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e264(env):
+def e275(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6432,7 +6596,7 @@ def e264(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K90
+    t4 = K91
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6469,7 +6633,7 @@ def e264(env):
         t5 = False
     return t5
 
-def e265(env):
+def e276(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6477,7 +6641,7 @@ def e265(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K91
+    t4 = K92
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6502,13 +6666,13 @@ def e265(env):
         t5 = False
     return t5
 
-def e266(env):
+def e277(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'num_mtp_layers', 'model.num_mtp_layers')
     return t2
 
-def e267(env):
+def e278(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6527,7 +6691,7 @@ def e267(env):
         t3 = t7
     return t3
 
-def e268(env):
+def e279(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6540,7 +6704,7 @@ def e268(env):
         t3 = ('use context_parallel_degree = 1')
     return t3
 
-def e269(env):
+def e280(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -6563,7 +6727,7 @@ def e269(env):
         t6 = ('')
     return t6
 
-def e270(env):
+def e281(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'compile' in t1:
@@ -6576,12 +6740,12 @@ def e270(env):
         if t3 is None: t3 = Missing('config.compile.backend')
     else:
         t3 = attr_value(t2, 'backend', 'config.compile.backend')
-    t5 = K92
+    t5 = K93
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
 
-def e271(env):
+def e282(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6589,7 +6753,7 @@ def e271(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K93
+    t4 = K94
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6688,7 +6852,7 @@ def e271(env):
                 if t31 is None: t31 = Missing('model.attn_backend')
             else:
                 t31 = attr_value(t30, 'attn_backend', 'model.attn_backend')
-            t33 = K94
+            t33 = K95
             if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
             t32 = _compare('in', t31, t33)
             t29 = (t32 if t32.__class__ is bool else _truth(t32))
@@ -6716,14 +6880,14 @@ def e271(env):
         t5 = False
     return t5
 
-def e272(env):
+def e283(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'compile', 'config.compile')
     t3 = attr_value(t2, 'backend', 'config.compile.backend')
     return t3
 
-def e273(env):
+def e284(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -6750,7 +6914,7 @@ def e273(env):
         t4 = False
     return t4
 
-def e274(env):
+def e285(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6758,7 +6922,7 @@ def e274(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K95
+    t4 = K96
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6802,7 +6966,7 @@ def e274(env):
         t5 = False
     return t5
 
-def e275(env):
+def e286(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6820,7 +6984,7 @@ def e275(env):
         t4 = ('enable_sequence_parallel = false')
     return t4
 
-def e276(env):
+def e287(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6834,7 +6998,7 @@ def e276(env):
         t4 = ('parallelism.enable_sequence_parallel')
     return t4
 
-def e277(env):
+def e288(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6848,7 +7012,7 @@ def e277(env):
         t4 = ('parallelism.enable_sequence_parallel')
     return t4
 
-def e278(env):
+def e289(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
@@ -6862,7 +7026,7 @@ def e278(env):
         t4 = ('set enable_sequence_parallel = True (the default)')
     return t4
 
-def e279(env):
+def e290(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
     if t1.__class__ is dict and 'spmd_backend' in t1:
@@ -6876,7 +7040,7 @@ def e279(env):
         t3 = _compare('!=', t2, ('full_dtensor'))
     return t3
 
-def e280(env):
+def e291(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6884,7 +7048,7 @@ def e280(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K96
+    t4 = K97
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6925,7 +7089,7 @@ def e280(env):
         t5 = False
     return t5
 
-def e281(env):
+def e292(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'registered' in t1:
@@ -6939,7 +7103,7 @@ def e281(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e282(env):
+def e293(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -6947,7 +7111,7 @@ def e282(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K97
+    t4 = K98
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -6984,7 +7148,7 @@ def e282(env):
         t5 = False
     return t5
 
-def e283(env):
+def e294(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -7025,7 +7189,7 @@ def e283(env):
         t6 = True
     return t6
 
-def e284(env):
+def e295(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7033,7 +7197,7 @@ def e284(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K98
+    t4 = K99
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7072,20 +7236,7 @@ def e284(env):
         t5 = False
     return t5
 
-def e285(env):
-    t1 = env.lookup('model')
-    if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'name' in t1:
-        t2 = t1['name']
-        if t2 is None: t2 = Missing('model.name')
-    else:
-        t2 = attr_value(t1, 'name', 'model.name')
-    t4 = K99
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    return t3
-
-def e286(env):
+def e296(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'name' in t1:
@@ -7098,13 +7249,26 @@ def e286(env):
     t3 = _compare('in', t2, t4)
     return t3
 
-def e287(env):
+def e297(env):
+    t1 = env.lookup('model')
+    if t1 is None: t1 = Missing('model')
+    if t1.__class__ is dict and 'name' in t1:
+        t2 = t1['name']
+        if t2 is None: t2 = Missing('model.name')
+    else:
+        t2 = attr_value(t1, 'name', 'model.name')
+    t4 = K101
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    return t3
+
+def e298(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_type', 'model.attn_type')
     return t2
 
-def e288(env):
+def e299(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if _truth(t1):
@@ -7113,7 +7277,7 @@ def e288(env):
         t2 = ('Context Parallel only supports SDPA and FlexAttention.')
     return t2
 
-def e289(env):
+def e300(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if _truth(t1):
@@ -7122,7 +7286,7 @@ def e289(env):
         t2 = ('sdpa or flex')
     return t2
 
-def e290(env):
+def e301(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7130,12 +7294,12 @@ def e290(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K101
+    t4 = K102
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e291(env):
+def e302(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('readable')
@@ -7304,7 +7468,7 @@ def e291(env):
             t57 = type_name(t56)
             t53.budget.mem -= len(t57)
             if t53.budget.mem < 0: _charge_mem(t53, 0)
-            t59 = K102
+            t59 = K103
             if t59.__class__ is list or t59.__class__ is dict or t59.__class__ is str: _charge_operands(t53, t57, t59)
             t58 = _compare('in', t57, t59)
             if (t58 if t58.__class__ is bool else _truth(t58)):
@@ -7395,7 +7559,7 @@ def e291(env):
                 t89 = type_name(t88)
                 t85.budget.mem -= len(t89)
                 if t85.budget.mem < 0: _charge_mem(t85, 0)
-                t91 = K103
+                t91 = K104
                 if t91.__class__ is list or t91.__class__ is dict or t91.__class__ is str: _charge_operands(t85, t89, t91)
                 t90 = _compare('in', t89, t91)
                 if (t90 if t90.__class__ is bool else _truth(t90)):
@@ -7478,7 +7642,7 @@ def e291(env):
         else:
             t115 = _compare('==', t114, ('string'))
         if (t115 if t115.__class__ is bool else _truth(t115)):
-            t118 = K104
+            t118 = K105
             if t118.__class__ is list or t118.__class__ is dict or t118.__class__ is str: _charge_operands(env, t113, t118)
             t117 = _compare('not in', t113, t118)
             t116 = (t117 if t117.__class__ is bool else _truth(t117))
@@ -7561,7 +7725,7 @@ def e291(env):
         t132 = [t48, t78, t110, t131]
         t5 = t132
     else:
-        t133 = K105
+        t133 = K106
         t5 = t133
     t3 = loop_items(t5)
     t134 = Env({}, None, t2, env)
@@ -7588,7 +7752,7 @@ def e291(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e292(env):
+def e303(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'dataloader' in t1:
@@ -7603,7 +7767,7 @@ def e292(env):
         t3 = attr_value(t2, 'sources', 'config.dataloader.sources')
     return t3
 
-def e293(env):
+def e304(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -7630,7 +7794,7 @@ def e293(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e294(env):
+def e305(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -7657,7 +7821,7 @@ def e294(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e295(env):
+def e306(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -7692,7 +7856,7 @@ def e295(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e296(env):
+def e307(env):
     t1 = env.lookup('chr_q')
     if t1 is None: t1 = Missing('chr_q')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -7709,10 +7873,10 @@ def e296(env):
         t3 = _binop('+', t2, ('s __post_init__)'), env)
     return t3
 
-def e297(env):
+def e308(env):
     return ('when the trainer builds the dataloader (InterleavedDataset), before the first step')
 
-def e298(env):
+def e309(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7737,7 +7901,7 @@ def e298(env):
             if t7 is None: t7 = Missing('config.dataloader.class')
         else:
             t7 = attr_value(t6, 'class', 'config.dataloader.class')
-        t9 = K106
+        t9 = K107
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -7792,20 +7956,20 @@ def e298(env):
         t14 = False
     return t14
 
-def e299(env):
+def e310(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'dataloader', 'config.dataloader')
     t3 = attr_value(t2, 'class', 'config.dataloader.class')
     return t3
 
-def e300(env):
+def e311(env):
     t1 = env.lookup('names')
     if t1 is None: t1 = Missing('names')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e301(env):
+def e312(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -7820,7 +7984,7 @@ def e301(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e302(env):
+def e313(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -7828,7 +7992,7 @@ def e302(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K107
+    t4 = K108
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -7894,11 +8058,11 @@ def e302(env):
         t5 = False
     return t5
 
-def e303(env):
-    t1 = K108
+def e314(env):
+    t1 = K109
     return t1
 
-def e304(env):
+def e315(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -7936,7 +8100,7 @@ def e304(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e305(env):
+def e316(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -7968,19 +8132,19 @@ def e305(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e306(env):
+def e317(env):
     t1 = env.lookup('exclude')
     if t1 is None: t1 = Missing('exclude')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e307(env):
+def e318(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e308(env):
+def e319(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -7994,20 +8158,20 @@ def e308(env):
         t4 = ('are not states')
     return t4
 
-def e309(env):
+def e320(env):
     t1 = env.lookup('states')
     if t1 is None: t1 = Missing('states')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t2
 
-def e310(env):
+def e321(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (0), 'unknown')
     return t2
 
-def e311(env):
+def e322(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8015,12 +8179,12 @@ def e311(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K109
+    t4 = K110
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e312(env):
+def e323(env):
     t1 = env.lookup('applies')
     if t1 is None: t1 = Missing('applies')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -8146,11 +8310,11 @@ def e312(env):
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t40 = K110
+        t40 = K111
         t2 = t40
     return t2
 
-def e313(env):
+def e324(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is dict and 'checkpoint' in t2:
@@ -8205,7 +8369,7 @@ def e313(env):
         t10 = t13
     return t10
 
-def e314(env):
+def e325(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8304,7 +8468,7 @@ def e314(env):
         t20 = False
     return t20
 
-def e315(env):
+def e326(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -8319,7 +8483,7 @@ def e315(env):
         t4 = ('checkpoint.folder')
     return t4
 
-def e316(env):
+def e327(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -8327,12 +8491,12 @@ def e316(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K111
+    t4 = K112
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e317(env):
+def e328(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('plain')
@@ -8519,7 +8683,7 @@ def e317(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e318(env):
+def e329(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -8548,7 +8712,7 @@ def e318(env):
         t3 = False
     return t3
 
-def e319(env):
+def e330(env):
     t1 = env.lookup('reg')
     if t1 is None: t1 = Missing('reg')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -8634,11 +8798,11 @@ def e319(env):
         t25 = [t24]
         t16 = t25
     else:
-        t26 = K112
+        t26 = K113
         t16 = t26
     return t16
 
-def e320(env):
+def e331(env):
     t1 = env.lookup('reg')
     if t1 is None: t1 = Missing('reg')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -8806,11 +8970,11 @@ def e320(env):
                 if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t16 = t17
     else:
-        t51 = K113
+        t51 = K114
         t16 = t51
     return t16
 
-def e321(env):
+def e332(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -8986,11 +9150,11 @@ def e321(env):
         t46 = [t45]
         t35 = t46
     else:
-        t47 = K114
+        t47 = K115
         t35 = t47
     return t35
 
-def e322(env):
+def e333(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -9116,16 +9280,11 @@ def e322(env):
         t34 = [t33]
         t23 = t34
     else:
-        t35 = K115
+        t35 = K116
         t23 = t35
     return t23
 
-def e323(env):
-    t1 = env.lookup('framework_version')
-    if t1 is None: t1 = Missing('framework_version')
-    return t1
-
-def e324(env):
+def e334(env):
     t1 = env.lookup('datasets')
     if t1 is None: t1 = Missing('datasets')
     t2 = attr_value(t1, 'registries', 'datasets.registries')
@@ -9140,14 +9299,14 @@ def e324(env):
     t7 = call_value(env, F_join.fn, F_join.cost, False, [t6, (', ')])
     return t7
 
-def e325(env):
+def e335(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (5), 'item')
     return t2
 
-def e326(env):
+def e336(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -9155,7 +9314,7 @@ def e326(env):
     else:
         t2 = _compare('!=', t1, ('main@b5bcd76c6'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = K116
+        t4 = K117
         t3 = t4
     else:
         t5 = []
@@ -9353,7 +9512,7 @@ def e326(env):
                             t72 = type_name(t71)
                             t59.budget.mem -= len(t72)
                             if t59.budget.mem < 0: _charge_mem(t59, 0)
-                            t74 = K117
+                            t74 = K118
                             if t74.__class__ is list or t74.__class__ is dict or t74.__class__ is str: _charge_operands(t59, t72, t74)
                             t73 = _compare('in', t72, t74)
                             t69 = (t73 if t73.__class__ is bool else _truth(t73))
@@ -9368,7 +9527,7 @@ def e326(env):
                             else:
                                 t77 = attr_value(t76, 'weight', 'd.weight')
                             t78 = call_value(t59, F_str.fn, F_str.cost, True, [t77])
-                            t80 = K118
+                            t80 = K119
                             if t80.__class__ is list or t80.__class__ is dict or t80.__class__ is str: _charge_operands(t59, t78, t80)
                             t79 = _compare('in', t78, t80)
                             if not (t79 if t79.__class__ is bool else _truth(t79)):
@@ -9581,7 +9740,7 @@ def e326(env):
             else:
                 t136 = False
             if (t136 if t136.__class__ is bool else _truth(t136)):
-                t140 = K119
+                t140 = K120
                 t117.append(t140)
                 t118.mem -= 1
                 if t118.mem < 0: _charge_mem(env, 0)
@@ -9863,7 +10022,7 @@ def e326(env):
         t3 = t227
     return t3
 
-def e327(env):
+def e337(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'dataloader' in t1:
@@ -9916,7 +10075,7 @@ def e327(env):
         t12 = (None)
     return t12
 
-def e328(env):
+def e338(env):
     t1 = env.lookup('d')
     if t1 is None: t1 = Missing('d')
     env.budget.left -= 1
@@ -9964,7 +10123,7 @@ def e328(env):
         t11 = (None)
     return t11
 
-def e329(env):
+def e339(env):
     t1 = env.lookup('d2')
     if t1 is None: t1 = Missing('d2')
     env.budget.left -= 1
@@ -10012,7 +10171,7 @@ def e329(env):
         t11 = (None)
     return t11
 
-def e330(env):
+def e340(env):
     t1 = env.lookup('d3')
     if t1 is None: t1 = Missing('d3')
     env.budget.left -= 1
@@ -10060,7 +10219,7 @@ def e330(env):
         t11 = (None)
     return t11
 
-def e331(env):
+def e341(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('d')
@@ -10100,7 +10259,7 @@ def e331(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e332(env):
+def e342(env):
     t1 = []
     t2 = env.budget
     t4 = []
@@ -10218,7 +10377,7 @@ def e332(env):
             t40 = index_value(t24, (0), '?')
         t23 = t40
     else:
-        t41 = K120
+        t41 = K121
         t23 = t41
     t3 = loop_items(t23)
     t42 = Env({}, None, t2, env)
@@ -10248,7 +10407,7 @@ def e332(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e333(env):
+def e343(env):
     t1 = env.lookup('chain')
     if t1 is None: t1 = Missing('chain')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -10417,14 +10576,14 @@ def e333(env):
         t53 = _binop('+', t20, t21, env)
     return t53
 
-def e334(env):
-    t1 = K121
+def e344(env):
+    t1 = K122
     return t1
 
-def e335(env):
+def e345(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K122
+    t3 = K123
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
@@ -10444,7 +10603,7 @@ def e335(env):
         t4 = False
     return t4
 
-def e336(env):
+def e346(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -10452,7 +10611,7 @@ def e336(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K123
+    t4 = K124
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10507,7 +10666,7 @@ def e336(env):
         t5 = False
     return t5
 
-def e337(env):
+def e347(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -10547,7 +10706,7 @@ def e337(env):
         t8 = (None)
     return t8
 
-def e338(env):
+def e348(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
     env.budget.left -= 1
@@ -10587,7 +10746,7 @@ def e338(env):
         t4 = (None)
     return t4
 
-def e339(env):
+def e349(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
     env.budget.left -= 1
@@ -10627,20 +10786,20 @@ def e339(env):
         t4 = (None)
     return t4
 
-def e340(env):
+def e350(env):
     return ('dataloader')
 
-def e341(env):
+def e351(env):
     t1 = env.lookup('where')
     if t1 is None: t1 = Missing('where')
     return t1
 
-def e342(env):
+def e352(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
     return t1
 
-def e343(env):
+def e353(env):
     t1 = env.lookup('mrope')
     if t1 is None: t1 = Missing('mrope')
     if _truth(t1):
@@ -10649,10 +10808,10 @@ def e343(env):
         t2 = ('')
     return t2
 
-def e344(env):
+def e354(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K124
+    t3 = K125
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if _truth(t2):
@@ -10711,10 +10870,10 @@ def e344(env):
         t4 = t24
     return t4
 
-def e345(env):
+def e355(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K125
+    t3 = K126
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if _truth(t2):
@@ -10723,7 +10882,7 @@ def e345(env):
         t4 = ('use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE')
     return t4
 
-def e346(env):
+def e356(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -10731,7 +10890,7 @@ def e346(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K126
+    t4 = K127
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10786,7 +10945,7 @@ def e346(env):
         t5 = False
     return t5
 
-def e347(env):
+def e357(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     if t1.__class__ is str:
@@ -10876,10 +11035,10 @@ def e347(env):
         t23 = (None)
     return t23
 
-def e348(env):
+def e358(env):
     return ('dataloader.collator')
 
-def e349(env):
+def e359(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -10894,7 +11053,7 @@ def e349(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e350(env):
+def e360(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -10902,7 +11061,7 @@ def e350(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K127
+    t4 = K128
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10957,7 +11116,7 @@ def e350(env):
         t5 = False
     return t5
 
-def e351(env):
+def e361(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -11007,7 +11166,7 @@ def e351(env):
             t18 = type_name(t17)
             t6.budget.mem -= len(t18)
             if t6.budget.mem < 0: _charge_mem(t6, 0)
-            t20 = K128
+            t20 = K129
             if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t6, t18, t20)
             t19 = _compare('in', t18, t20)
             t15 = (t19 if t19.__class__ is bool else _truth(t19))
@@ -11037,7 +11196,7 @@ def e351(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e352(env):
+def e362(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11045,7 +11204,7 @@ def e352(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e353(env):
+def e363(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11053,7 +11212,7 @@ def e353(env):
     t3 = attr_value(t2, 'rank', 'rank')
     return t3
 
-def e354(env):
+def e364(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -11068,7 +11227,7 @@ def e354(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e355(env):
+def e365(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -11078,7 +11237,7 @@ def e355(env):
         t2 = attr_value(t1, 'converters', 'model.converters')
     return t2
 
-def e356(env):
+def e366(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('conv')
@@ -11123,7 +11282,7 @@ def e356(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e357(env):
+def e367(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('conv')
@@ -11206,7 +11365,7 @@ def e357(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e358(env):
+def e368(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11214,7 +11373,7 @@ def e358(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e359(env):
+def e369(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11227,7 +11386,7 @@ def e359(env):
     t5 = attr_value(t4, 'class', 'class')
     return t5
 
-def e360(env):
+def e370(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('late')
@@ -11250,7 +11409,7 @@ def e360(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t10
 
-def e361(env):
+def e371(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'moe_comm_backend' in t1:
@@ -11258,12 +11417,12 @@ def e361(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K129
+    t4 = K130
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('not in', t2, t4)
     return t3
 
-def e362(env):
+def e372(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11271,7 +11430,7 @@ def e362(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K130
+    t4 = K131
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11349,7 +11508,7 @@ def e362(env):
         t5 = False
     return t5
 
-def e363(env):
+def e373(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -11387,7 +11546,7 @@ def e363(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e364(env):
+def e374(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11395,7 +11554,7 @@ def e364(env):
     t3 = attr_value(t2, 'class', 'class')
     return t3
 
-def e365(env):
+def e375(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -11403,7 +11562,7 @@ def e365(env):
     t3 = attr_value(t2, 'name', 'name')
     return t3
 
-def e366(env):
+def e376(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -11416,7 +11575,7 @@ def e366(env):
         t3 = False
     return t3
 
-def e367(env):
+def e377(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11424,7 +11583,7 @@ def e367(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K131
+    t4 = K132
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11482,7 +11641,7 @@ def e367(env):
                 if t21 is None: t21 = Missing('model.attn_backend')
             else:
                 t21 = attr_value(t20, 'attn_backend', 'model.attn_backend')
-            t23 = K132
+            t23 = K133
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
             t22 = _compare('in', t21, t23)
             t19 = (t22 if t22.__class__ is bool else _truth(t22))
@@ -11493,7 +11652,7 @@ def e367(env):
         t5 = False
     return t5
 
-def e368(env):
+def e378(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'parallelism' in t1:
@@ -11508,7 +11667,7 @@ def e368(env):
         t3 = attr_value(t2, 'context_parallel_ptrr_mask_key', 'config.parallelism.context_parallel_ptrr_mask_key')
     return t3
 
-def e369(env):
+def e379(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('unreadable')
@@ -11580,7 +11739,7 @@ def e369(env):
     t23 = call_value(env, F_any.fn, F_any.cost, False, [t1])
     return t23
 
-def e370(env):
+def e380(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -11593,7 +11752,7 @@ def e370(env):
         t3 = False
     return t3
 
-def e371(env):
+def e381(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -11624,7 +11783,7 @@ def e371(env):
         t7 = False
     return t7
 
-def e372(env):
+def e382(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -11639,7 +11798,7 @@ def e372(env):
         t2 = t5
     return t2
 
-def e373(env):
+def e383(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
@@ -11655,7 +11814,7 @@ def e373(env):
         t4 = ('')
     return t4
 
-def e374(env):
+def e384(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -11674,7 +11833,7 @@ def e374(env):
         t2 = t7
     return t2
 
-def e375(env):
+def e385(env):
     t1 = env.lookup('unknown_key')
     if t1 is None: t1 = Missing('unknown_key')
     if _truth(t1):
@@ -11683,7 +11842,7 @@ def e375(env):
         t2 = ('parallelism.context_parallel_load_balancer')
     return t2
 
-def e376(env):
+def e386(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if _truth(t1):
@@ -11713,7 +11872,7 @@ def e376(env):
         t2 = t14
     return t2
 
-def e377(env):
+def e387(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'attn_type' in t1:
@@ -11727,7 +11886,7 @@ def e377(env):
         t3 = _compare('!=', t2, ('sdpa'))
     return t3
 
-def e378(env):
+def e388(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11735,7 +11894,7 @@ def e378(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K133
+    t4 = K134
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11782,7 +11941,7 @@ def e378(env):
         t5 = False
     return t5
 
-def e379(env):
+def e389(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -11797,7 +11956,7 @@ def e379(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e380(env):
+def e390(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -11805,7 +11964,7 @@ def e380(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K134
+    t4 = K135
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11834,7 +11993,7 @@ def e380(env):
         t5 = False
     return t5
 
-def e381(env):
+def e391(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -11907,11 +12066,11 @@ def e381(env):
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t23 = K135
+        t23 = K136
         t5 = t23
     return t5
 
-def e382(env):
+def e392(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -11926,7 +12085,7 @@ def e382(env):
     t4 = index_value(t2, t3, 'model.converters')
     return t4
 
-def e383(env):
+def e393(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     if t1.__class__ is dict and 'fqns_call' in t1:
@@ -11936,7 +12095,7 @@ def e383(env):
         t2 = attr_value(t1, 'fqns_call', 'conv.fqns_call')
     return t2
 
-def e384(env):
+def e394(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -11975,7 +12134,7 @@ def e384(env):
         t3 = (0)
     return t3
 
-def e385(env):
+def e395(env):
     t2 = env.lookup('conv')
     if t2 is None: t2 = Missing('conv')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('fqns'), t2)
@@ -12027,11 +12186,11 @@ def e385(env):
             t6 = t19
         t3 = t6
     else:
-        t20 = K136
+        t20 = K137
         t3 = t20
     return t3
 
-def e386(env):
+def e396(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -12097,7 +12256,7 @@ def e386(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e387(env):
+def e397(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('bad')
@@ -12232,7 +12391,7 @@ def e387(env):
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e388(env):
+def e398(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('hits')
@@ -12260,7 +12419,7 @@ def e388(env):
     t10 = call_value(env, F_min.fn, F_min.cost, False, [t1])
     return t10
 
-def e389(env):
+def e399(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('hits')
@@ -12303,7 +12462,7 @@ def e389(env):
         t13 = index_value(t1, (0), '?')
     return t13
 
-def e390(env):
+def e400(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -12332,7 +12491,7 @@ def e390(env):
         t7 = ('out_features')
     return t7
 
-def e391(env):
+def e401(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('bad')
@@ -12397,7 +12556,7 @@ def e391(env):
     t23 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
     return t23
 
-def e392(env):
+def e402(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('item')
@@ -12439,7 +12598,7 @@ def e392(env):
     t15 = call_value(env, F_any.fn, F_any.cost, False, [t1])
     return t15
 
-def e393(env):
+def e403(env):
     t1 = env.lookup('targets')
     if t1 is None: t1 = Missing('targets')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -12514,16 +12673,16 @@ def e393(env):
         t16 = False
     return t16
 
-def e394(env):
+def e404(env):
     return (True)
 
-def e395(env):
+def e405(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
     t2 = attr_value(t1, 'class', 'conv.class')
     return t2
 
-def e396(env):
+def e406(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -12595,52 +12754,52 @@ def e396(env):
         t6 = t22
     return t6
 
-def e397(env):
+def e407(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('Linear')])
     return t3
 
-def e398(env):
+def e408(env):
     t1 = env.lookup('params')
     if t1 is None: t1 = Missing('params')
     t2 = attr_value(t1, 'block', 'params.block')
     return t2
 
-def e399(env):
+def e409(env):
     t1 = env.lookup('patterns')
     if t1 is None: t1 = Missing('patterns')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e400(env):
+def e410(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (1), 'first')
     return t2
 
-def e401(env):
+def e411(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (2), 'first')
     return t2
 
-def e402(env):
+def e412(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (3), 'first')
     return t2
 
-def e403(env):
+def e413(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
     return t1
 
-def e404(env):
+def e414(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
     if t1.__class__ is str:
@@ -12661,7 +12820,7 @@ def e404(env):
         t3 = t7
     return t3
 
-def e405(env):
+def e415(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -12679,7 +12838,7 @@ def e405(env):
         t4 = _compare('>', t3, (0))
     return t4
 
-def e406(env):
+def e416(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -12687,12 +12846,12 @@ def e406(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K137
+    t4 = K138
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
 
-def e407(env):
+def e417(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -12780,11 +12939,11 @@ def e407(env):
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t28 = K138
+        t28 = K139
         t5 = t28
     return t5
 
-def e408(env):
+def e418(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'converters' in t1:
@@ -12804,7 +12963,7 @@ def e408(env):
         t5 = attr_value(t4, 'fqns_call', 'fqns_call')
     return t5
 
-def e409(env):
+def e419(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     if t1.__class__ is dict and 'num_layers' in t1:
@@ -12814,7 +12973,7 @@ def e409(env):
         t2 = attr_value(t1, 'num_layers', 'call.num_layers')
     return t2
 
-def e410(env):
+def e420(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     if t1.__class__ is dict and 'bf16_tail_fraction' in t1:
@@ -12824,7 +12983,7 @@ def e410(env):
         t2 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
     return t2
 
-def e411(env):
+def e421(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -12843,7 +13002,7 @@ def e411(env):
     t7 = call_value(env, F_int.fn, F_int.cost, False, [t6])
     return t7
 
-def e412(env):
+def e422(env):
     t1 = env.lookup('f')
     if t1 is None: t1 = Missing('f')
     t2 = call_value(env, F_str.fn, F_str.cost, True, [t1])
@@ -12879,17 +13038,17 @@ def e412(env):
         t9 = _binop('+', t2, t8, env)
     return t9
 
-def e413(env):
+def e423(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     return t1
 
-def e414(env):
+def e424(env):
     t1 = env.lookup('f_text')
     if t1 is None: t1 = Missing('f_text')
     return t1
 
-def e415(env):
+def e425(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'converters', 'model.converters')
@@ -12901,12 +13060,12 @@ def e415(env):
     t5 = attr_value(t4, 'class', 'class')
     return t5
 
-def e416(env):
+def e426(env):
     t1 = env.lookup('num_bf16')
     if t1 is None: t1 = Missing('num_bf16')
     return t1
 
-def e417(env):
+def e427(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = attr_value(t1, 'layers_of', 'call.layers_of')
@@ -12926,13 +13085,13 @@ def e417(env):
         t4 = ('')
     return t4
 
-def e418(env):
+def e428(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = attr_value(t1, 'line', 'call.line')
     return t2
 
-def e419(env):
+def e429(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     if t1.__class__ is int:
@@ -12982,420 +13141,430 @@ COMPILED = {
     'item.detail': (e1, 2, ('item',)),
     'framework.version': (e2, 2, ('framework',)),
     'item.at': (e3, 2, ('item',)),
-    'etp == tp or etp == 1': (e4, 7, ('etp', 'tp')),
-    "framework.id in ['torchtitan@0.2.x'] and (ep > 1)": (e5, 9, ('ep', 'framework')),
-    'keys.etp': (e6, 2, ('keys',)),
-    'fsdp_tp % expert == 0': (e7, 5, ('expert', 'fsdp_tp')),
-    "framework.id in ['torchtitan@0.2.x']": (e8, 5, ('framework',)),
-    'dp_shard * cp * tp': (e9, 5, ('cp', 'dp_shard', 'tp')),
-    'etp * ep': (e10, 3, ('ep', 'etp')),
-    'fsdp_tp': (e11, 1, ('fsdp_tp',)),
-    'expert': (e12, 1, ('expert',)),
-    "join([e for e in divisors(fsdp_tp // gcd(fsdp_tp, etp) if fsdp_tp % etp == 0 else 1) if e > 1]) if fsdp_tp % etp == 0 else '(none with this etp)'": (e13, 26, ('etp', 'fsdp_tp')),
-    "framework.id in ['torchtitan@0.2.x'] and (etp > 1)": (e14, 9, ('etp', 'framework')),
-    'tp * pp == 1': (e15, 5, ('pp', 'tp')),
-    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and dp_replicate > 1 and dp_shard == 1 and cp == 1 and not (model.name == 'llama4' and ep > 1))": (e16, 33, ('cp', 'dp_replicate', 'dp_shard', 'ep', 'framework', 'model', 'params')),
-    'dp_replicate': (e17, 1, ('dp_replicate',)),
-    'model.name': (e18, 2, ('model',)),
-    'dp_replicate * tp * pp': (e19, 5, ('dp_replicate', 'pp', 'tp')),
-    'keys.dp_replicate': (e20, 2, ('keys',)),
-    'dp_shard * cp > 1': (e21, 5, ('cp', 'dp_shard')),
-    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and ep > 1)": (e22, 15, ('ep', 'framework', 'model', 'params')),
-    "'dp_replicate, fsdp' if dp_replicate > 1 else 'fsdp'": (e23, 6, ('dp_replicate',)),
-    "'[\\'dp_replicate\\', \\'fsdp\\']' if dp_replicate > 1 else 'fsdp'": (e24, 6, ('dp_replicate',)),
-    'model.known': (e25, 2, ('model',)),
-    'model.name != null': (e26, 4, ('model',)),
-    "model.flavor if model.flavor != null else '(none)'": (e27, 8, ('model',)),
-    "model.flavor if model.flavor != null else '<flavor>'": (e28, 8, ('model',)),
-    'model.flavor': (e29, 2, ('model',)),
-    'not pipeline.unknown_schedule': (e30, 3, ('pipeline',)),
-    'training.local_batch_size % pipeline.microbatch_size == 0': (e31, 7, ('pipeline', 'training')),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (pp > 1 and pipeline.microbatch_size != 0)": (e32, 15, ('framework', 'pipeline', 'pp')),
-    'training.local_batch_size': (e33, 2, ('training',)),
-    'pipeline.microbatch_size': (e34, 2, ('pipeline',)),
-    'join(divisors(training.local_batch_size))': (e35, 4, ('training',)),
-    'training.global_batch_size > 0 and training.global_batch_size % per_step == 0': (e36, 11, ('per_step', 'training')),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (training.global_batch_size != -1)": (e37, 12, ('framework', 'training')),
-    'training.local_batch_size * batch': (e38, 4, ('batch', 'training')),
-    'training.global_batch_size': (e39, 2, ('training',)),
-    'batch': (e40, 1, ('batch',)),
-    'per_step': (e41, 1, ('per_step',)),
-    'training.global_batch_size / per_step': (e42, 4, ('per_step', 'training')),
-    'per_step * max(1, training.global_batch_size // per_step)': (e43, 8, ('per_step', 'training')),
-    "plural(max(1, training.global_batch_size // per_step), 'accumulation step')": (e44, 8, ('per_step', 'training')),
-    'per_step * (training.global_batch_size // per_step + 1)': (e45, 8, ('per_step', 'training')),
-    'training.seq_len % divisor == 0': (e46, 6, ('divisor', 'training')),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1)": (e47, 9, ('cp', 'framework')),
-    'tp * 2 * cp': (e48, 5, ('cp', 'tp')),
-    'training.seq_len': (e49, 2, ('training',)),
-    'divisor': (e50, 1, ('divisor',)),
-    'divisor * (training.seq_len // divisor)': (e51, 6, ('divisor', 'training')),
-    'divisor * (training.seq_len // divisor + 1)': (e52, 8, ('divisor', 'training')),
-    "framework.id in ['torchtitan@0.2.x'] and (parallelism.async_tp)": (e53, 8, ('framework', 'parallelism')),
-    'compile.enable': (e54, 2, ('compile',)),
-    "framework.id in ['torchtitan@0.2.x'] and (parallelism.async_tp and tp > 1)": (e55, 12, ('framework', 'parallelism', 'tp')),
-    'seq // cp >= params.min_tokens_per_rank': (e56, 6, ('cp', 'params', 'seq')),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (cp > 1)": (e57, 10, ('cp', 'framework')),
-    'seq': (e58, 1, ('seq',)),
-    'seq // cp': (e59, 3, ('cp', 'seq')),
-    'params.min_tokens_per_rank': (e60, 2, ('params',)),
-    'cp * params.min_tokens_per_rank': (e61, 4, ('cp', 'params')),
-    'model.pipelining': (e62, 2, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (pp > 1)": (e63, 9, ('framework', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (cp == 1 and model.name in params.models)": (e64, 15, ('cp', 'framework', 'model', 'params')),
-    'tp * 2': (e65, 3, ('tp',)),
-    'divisor * max(1, training.seq_len // divisor)': (e66, 8, ('divisor', 'training')),
-    'region % ep == 0': (e67, 5, ('ep', 'region')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (ep > 1)": (e68, 10, ('ep', 'framework')),
-    '[e for e in (choices.ep if choices != null else divisors(region)) if e > 1 and region % e == 0]': (e69, 19, ('choices', 'region')),
-    'region': (e70, 1, ('region',)),
-    "'torchtitan main raises in ParallelDims' if framework_version != '0.3.0' else 'torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten'": (e71, 6, ('framework_version',)),
-    "': ' + framework_error if framework_error != null and error_stage != 'load' else ''": (e72, 12, ('error_stage', 'framework_error')),
-    "'use ep in {' + join(fits) + '}' if len(fits) > 0 else 'no ep > 1 fits: dp_shard·cp·tp is 1'": (e73, 12, ('fits',)),
-    'training.disable_cuda_graphs': (e74, 2, ('training',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (pp > 1))": (e75, 13, ('framework', 'pp', 'trainer')),
-    "not model.is_moe or backend == 'minimal_async_ep' or (backend == 'hybridep' and model.non_blocking_capacity_factor != null)": (e76, 16, ('backend', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (ep > 1 and not training.disable_cuda_graphs))": (e77, 17, ('ep', 'framework', 'trainer', 'training')),
-    "coalesce(model.moe_comm_backend, 'standard')": (e78, 4, ('model',)),
-    'backend': (e79, 1, ('backend',)),
-    'tokens % divisor == 0': (e80, 5, ('divisor', 'tokens')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (divisor > 1))": (e81, 12, ('divisor', 'framework', 'trainer')),
-    '(tp if parallelism.enable_sequence_parallel else 1) * (2 * cp if cp > 1 else 1)': (e82, 14, ('cp', 'parallelism', 'tp')),
-    'training.num_tokens_per_microbatch_per_dp_rank': (e83, 2, ('training',)),
-    'tokens': (e84, 1, ('tokens',)),
-    "'tp ' + str(tp) if parallelism.enable_sequence_parallel and tp > 1 else ''": (e85, 12, ('parallelism', 'tp')),
-    "' × ' if parallelism.enable_sequence_parallel and tp > 1 and cp > 1 else ''": (e86, 13, ('cp', 'parallelism', 'tp')),
-    "'2·cp = ' + str(2 * cp) if cp > 1 else ''": (e87, 11, ('cp',)),
-    'keys.cp if cp > 1 else keys.tp': (e88, 8, ('cp', 'keys')),
-    'divisor * max(1, tokens // divisor)': (e89, 7, ('divisor', 'tokens')),
-    'divisor * (tokens // divisor + 1)': (e90, 7, ('divisor', 'tokens')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and (divisor > 1))": (e91, 12, ('divisor', 'framework', 'trainer')),
-    'training.num_tokens_per_train_step % per_iter == 0': (e92, 6, ('per_iter', 'training')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (training.num_tokens_per_train_step != -1))": (e93, 14, ('framework', 'trainer', 'training')),
-    'parallelism.num_pp_microbatches if pp > 1 else 1': (e94, 7, ('parallelism', 'pp')),
-    'training.num_tokens_per_microbatch_per_dp_rank * microbatches * batch': (e95, 6, ('batch', 'microbatches', 'training')),
-    'training.num_tokens_per_train_step': (e96, 2, ('training',)),
-    "'num_pp_microbatches × ' if pp > 1 else ''": (e97, 6, ('pp',)),
-    "str(microbatches) + ' × ' if pp > 1 else ''": (e98, 9, ('microbatches', 'pp')),
-    'per_iter': (e99, 1, ('per_iter',)),
-    'per_iter * max(1, training.num_tokens_per_train_step // per_iter)': (e100, 8, ('per_iter', 'training')),
-    "plural(max(1, training.num_tokens_per_train_step // per_iter), 'accumulation step')": (e101, 8, ('per_iter', 'training')),
-    'per_iter * (training.num_tokens_per_train_step // per_iter + 1)': (e102, 8, ('per_iter', 'training')),
-    "parallelism.spmd_backend == 'spmd_types'": (e103, 4, ('parallelism',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (cp > 1)": (e104, 9, ('cp', 'framework')),
-    'parallelism.spmd_backend': (e105, 2, ('parallelism',)),
-    "model.attn_backend in (['flex', 'flex_flash', 'sdpa'] if framework_version == '0.3.0' else ['flex', 'flex_flash'])": (e106, 14, ('framework_version', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and model.name != 'flux')": (e107, 15, ('cp', 'framework', 'model')),
-    'model.attn_backend': (e108, 2, ('model',)),
-    "'torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)' if framework_version == '0.3.0' else 'torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.'": (e109, 6, ('framework_version',)),
-    "model.family != 'kimi'": (e110, 4, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (tp > 1)": (e111, 10, ('framework', 'tp')),
-    "' and pipeline_parallel_degree=1' if framework_version == '0.3.0' else ''": (e112, 6, ('framework_version',)),
-    "framework.id in ['torchtitan@0.3.0'] and (pp > 1)": (e113, 9, ('framework', 'pp')),
-    'not model.tie_embeddings': (e114, 3, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1)": (e115, 10, ('framework', 'pp')),
-    "compile.enable and 'model' in compile.components": (e116, 7, ('compile',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (compile.enable_async_tensor_parallel)": (e117, 9, ('compile', 'framework')),
-    "'compile.enable = True' if not compile.enable else ''": (e118, 6, ('compile',)),
-    "' and ' if not compile.enable and not ('model' in compile.components) else ''": (e119, 12, ('compile',)),
-    '"\'model\' in compile.components" if not (\'model\' in compile.components) else \'\'': (e120, 8, ('compile',)),
-    'ep > 1 or not model.is_moe': (e121, 7, ('ep', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (backend in ['deepep', 'hybridep', 'minimal_async_ep'])": (e122, 13, ('backend', 'framework')),
-    "'DeepEP' if backend == 'deepep' else ('HybridEP' if backend == 'hybridep' else 'MinimalAsyncEP')": (e123, 11, ('backend',)),
-    "parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e124, 6, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and parallelism.context_parallel_load_balancer != null)": (e125, 15, ('cp', 'framework', 'parallelism')),
-    'parallelism.context_parallel_load_balancer': (e126, 2, ('parallelism',)),
-    'not refused': (e127, 2, ('refused',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1)": (e128, 10, ('cp', 'framework')),
-    "model.family in ['kimi', 'qwen3_5'] or (model.family == 'muse_glimmer' and model.flavor in ['debugmodel_mm', '30B_mm'])": (e129, 18, ('model',)),
-    "'Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).' if model.family == 'kimi' else ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...' if model.family == 'qwen3_5' else 'context parallel is not supported for the Muse Glimmer vision encoder.')": (e130, 13, ('model',)),
-    'why': (e131, 1, ('why',)),
-    "', tensor' if model.family != 'kimi' else ''": (e132, 7, ('model',)),
-    'steps <= 1': (e133, 3, ('steps',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (model.name == 'flux')": (e134, 10, ('framework', 'model')),
-    'training.num_tokens_per_microbatch_per_dp_rank * batch': (e135, 4, ('batch', 'training')),
-    'total // per_iter if total > 0 else 1': (e136, 8, ('per_iter', 'total')),
-    'steps': (e137, 1, ('steps',)),
-    'per_iter // batch': (e138, 3, ('batch', 'per_iter')),
-    "model.attn_backend in ['flex', 'flex_flash', 'varlen']": (e139, 7, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.family in ['llama3', 'deepseek_v3', 'qwen3', 'qwen3_5', 'gpt_oss', 'kimi', 'muse_glimmer'] and model.attn_backend != null)": (e140, 23, ('framework', 'model')),
-    "'sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.' if model.attn_backend == 'sdpa' else 'Unknown backend: ' + model.attn_backend": (e141, 10, ('model',)),
-    "model.moe_comm_backend in ['standard', 'deepep', 'hybridep', 'minimal_async_ep']": (e142, 8, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.is_moe and model.moe_comm_backend != null)": (e143, 14, ('framework', 'model')),
-    'model.moe_comm_backend': (e144, 2, ('model',)),
-    "pipeline.schedule != 'PipelineScheduleSingle'": (e145, 4, ('pipeline',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1 and pipeline.schedule != null)": (e146, 15, ('framework', 'pipeline', 'pp')),
-    'parallelism.pipeline_parallel_schedule': (e147, 2, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (parallelism.spmd_backend != null)": (e148, 11, ('framework', 'parallelism')),
-    "(model.family == 'muse_glimmer' and parallelism.spmd_backend != 'spmd_types') or (framework_version == '0.3.0' and model.family in ['kimi', 'qwen3_5'] and parallelism.spmd_backend == 'full_dtensor')": (e149, 25, ('framework_version', 'model', 'parallelism')),
-    '(\'Muse Glimmer only supports spmd_backend="spmd_types"; got "\' + parallelism.spmd_backend + \'".\') if model.family == \'muse_glimmer\' else \'full_dtensor is not supported yet.\'': (e150, 12, ('model', 'parallelism')),
-    "model.name != 'gpt_oss'": (e151, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (model.name == 'flux')": (e152, 11, ('framework', 'model')),
-    "config.optimizer.name in ['Adam', 'AdamW']": (e153, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.name != null)": (e154, 11, ('config', 'framework')),
-    'config.optimizer.name': (e155, 3, ('config',)),
-    "config.optimizer.param_groups[item].optimizer_name in ['Adam', 'AdamW', 'DistMuon']": (e156, 11, ('config', 'item')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.optimizer.param_groups[item].optimizer_name != null)": (e157, 15, ('config', 'framework', 'item')),
-    "range(len(config.optimizer.param_groups)) if 'optimizer' in config and 'param_groups' in config.optimizer and type(config.optimizer.param_groups) == 'list' else []": (e158, 22, ('config',)),
-    'config.optimizer.param_groups[item].pattern': (e159, 6, ('config', 'item')),
-    'config.optimizer.param_groups[item].optimizer_name': (e160, 6, ('config', 'item')),
-    'config.checkpoint.enable == true': (e161, 5, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e162, 18, ('config', 'framework')),
-    'world_size == 1': (e163, 3, ('world_size',)),
-    "config.compile.enable == true and 'model' in config.compile.components": (e164, 11, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.activation_checkpoint['class'] == 'MemoryBudgetAC.Config')": (e165, 16, ('config', 'framework', 'trainer')),
-    'config.compile.enable': (e166, 3, ('config',)),
-    'config.compile.components': (e167, 3, ('config',)),
-    'config.checkpoint.keep_latest_k != 1': (e168, 5, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e169, 22, ('config', 'framework', 'framework_version')),
-    "'when the config is built' if framework_version != '0.2.x' else 'when the checkpointer is built'": (e170, 6, ('framework_version',)),
-    'not (config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false) and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_model_only == false)': (e171, 25, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e172, 16, ('config', 'framework', 'framework_version')),
-    "'checkpoint.last_save_in_hf = true with last_save_model_only = false' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_in_hf = true with initial_load_model_only = false'": (e173, 14, ('config',)),
-    "'torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)' if framework_version != '0.2.x' else 'torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one'": (e174, 6, ('framework_version',)),
-    "'checkpoint.last_save_model_only|checkpoint.last_save_in_hf' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf'": (e175, 14, ('config',)),
-    "'last_save_model_only' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'initial_load_model_only'": (e176, 14, ('config',)),
-    "config.checkpoint.async_mode in ['disabled', 'async', 'async_with_pinned_mem', 'DISABLED', 'ASYNC', 'ASYNC_WITH_PINNED_MEM', 'Disabled', 'Async', 'Async_with_pinned_mem']": (e177, 14, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.async_mode) == 'string')": (e178, 13, ('config', 'framework')),
-    'config.checkpoint.async_mode': (e179, 3, ('config',)),
-    "'model' not in config.checkpoint.exclude_from_loading and (framework_version != 'main@b5bcd76c6' or 'optimizer' not in config.checkpoint.exclude_from_loading or 'lr_scheduler' in config.checkpoint.exclude_from_loading)": (e180, 21, ('config', 'framework_version')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.exclude_from_loading) == 'list')": (e181, 13, ('config', 'framework')),
-    'config.checkpoint.exclude_from_loading': (e182, 3, ('config',)),
-    "'the model is what a checkpoint restores: ' if 'model' in config.checkpoint.exclude_from_loading else 'the learning-rate schedulers hold the optimizers: '": (e183, 8, ('config',)),
-    '"model key shouldn\'t be in exclude_from_loading." if \'model\' in config.checkpoint.exclude_from_loading else \'lr_scheduler must be excluded when optimizer is excluded.\'': (e184, 8, ('config',)),
-    '\'drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)\' if \'model\' in config.checkpoint.exclude_from_loading else \'add "lr_scheduler" to exclude_from_loading\'': (e185, 8, ('config',)),
-    'ep == 1 and pp == 1': (e186, 7, ('ep', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.early_step_in_backward == true)": (e187, 11, ('config', 'framework')),
-    "'expert_parallel_degree = ' + str(ep) if ep > 1 else 'pipeline_parallel_degree = ' + str(pp)": (e188, 12, ('ep', 'pp')),
-    "'Expert' if ep > 1 else 'Pipeline'": (e189, 6, ('ep',)),
-    "'expert_parallel_degree' if ep > 1 else 'pipeline_parallel_degree'": (e190, 6, ('ep',)),
-    'config.quantize.linear.float8.enable_fsdp_float8_all_gather != true': (e191, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.float8' in config.model.converters and config.quantize.linear.float8.recipe_name != null)": (e192, 26, ('config', 'framework')),
-    'config.quantize.linear.float8.recipe_name': (e193, 5, ('config',)),
-    'pp == 1 and cp == 1': (e194, 7, ('cp', 'pp')),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.grouped_mm.float8' in config.model.converters)": (e195, 18, ('config', 'framework')),
-    "'pipeline_parallel_degree = ' + str(pp) if pp > 1 else 'context_parallel_degree = ' + str(cp)": (e196, 12, ('cp', 'pp')),
-    "'pipeline' if pp > 1 else 'context'": (e197, 6, ('pp',)),
-    "'pipeline_parallel_degree' if pp > 1 else 'context_parallel_degree'": (e198, 6, ('pp',)),
-    'tp == 1': (e199, 3, ('tp',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.mx' in config.model.converters and config.compile.enable == true and 'model' in config.compile.components)": (e200, 30, ('config', 'framework')),
-    "not (any([c in ['quantize.linear.float8', 'quantize.grouped_mm.float8'] for c in config.model.converters]) and any([c in ['quantize.linear.mx', 'quantize.grouped_mm.mx'] for c in config.model.converters]))": (e201, 22, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list')": (e202, 12, ('config', 'framework')),
-    'config.model.converters': (e203, 3, ('config',)),
-    'batch == 1': (e204, 3, ('batch',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (config.dataloader.repeat == false)": (e205, 11, ('config', 'framework')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint) == 'table' and config.checkpoint['class'] != null)": (e206, 19, ('config', 'framework')),
-    '[x for x in [[strip(config.checkpoint.folder) == \'\', \'checkpoint.folder\', "ValueError: The \'folder\' field cannot be empty.", "name a folder (the default is \'checkpoint\')", config.checkpoint.folder], [config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\' and not startswith(strip(config.checkpoint.initial_load_path), \'/\') and not (\'://\' in config.checkpoint.initial_load_path), \'checkpoint.initial_load_path\', "ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)", "write an absolute path (/...) or a remote URI (gs://..., s3://...)", config.checkpoint.initial_load_path], [config.checkpoint.interval < 1, \'checkpoint.interval\', "ValueError: Checkpoint interval needs to be at least 1 step.", "use interval >= 1", config.checkpoint.interval], [config.checkpoint.keep_latest_k < 0, \'checkpoint.keep_latest_k\', "ValueError: keep_latest_k cannot be negative.", "use keep_latest_k = 0 (keep all) or >= 2", config.checkpoint.keep_latest_k], [config.checkpoint.initial_load_in_hf_quantized == true and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\'), \'checkpoint.initial_load_in_hf_quantized\', "ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.", "set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized", config.checkpoint.initial_load_in_hf_quantized], [config.checkpoint.last_save_in_hf == true and \'://\' in config.checkpoint.folder, \'checkpoint.folder|checkpoint.last_save_in_hf\', "ValueError: last_save_in_hf is not supported with a remote checkpoint.folder", "save in DCP format to a remote folder, or in Hugging Face format to a local one", config.checkpoint.folder], [config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and \'://\' in config.checkpoint.initial_load_path, \'checkpoint.initial_load_path\', "ValueError: initial_load_in_hf is not supported with a remote initial_load_path", "copy the Hugging Face checkpoint to a local path", config.checkpoint.initial_load_path]] if x[0]]': (e207, 149, ('config',)),
-    'item[4]': (e208, 3, ('item',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e209, 17, ('config', 'framework')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e210, 21, ('config', 'framework', 'framework_version')),
-    "framework.id in ['torchtitan@0.2.x'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e211, 15, ('config', 'framework', 'framework_version')),
-    "config.model.name != 'flux' and config.compile.enable == true and 'model' in config.compile.components": (e212, 17, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'memory_budget')": (e213, 11, ('config', 'framework')),
-    "'model flux (its parallelize never compiles the model for it)' if config.model.name == 'flux' else 'compile.enable = ' + str(config.compile.enable) + ' and compile.components = [' + join(config.compile.components) + ']'": (e214, 22, ('config',)),
-    '\'use mode = "full" or "selective" on flux\' if config.model.name == \'flux\' else \'set [compile] enable = true with "model" in components, or use mode = "full" or "selective"\'': (e215, 8, ('config',)),
-    "config.activation_checkpoint.selective_ac_option == 'op' or isdigit(config.activation_checkpoint.selective_ac_option)": (e216, 10, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'selective')": (e217, 11, ('config', 'framework')),
-    'config.activation_checkpoint.selective_ac_option': (e218, 3, ('config',)),
-    'config.checkpoint.initial_load_in_hf == true': (e219, 5, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.enable == true and config.checkpoint.initial_load_in_hf_quantized == true)": (e220, 17, ('config', 'framework')),
-    'ep != null and ep > 1 and (etp == null or etp <= 1)': (e221, 15, ('ep', 'etp')),
-    "framework.id in ['torchtitan@0.2.x'] and (config.parallelism.expert_parallel_comm_backend == 'deepep' and config.model.name in ['llama4', 'deepseek_v3'])": (e222, 19, ('config', 'framework')),
-    "'expert_parallel_degree = ' + str(ep) if ep == null or ep <= 1 else 'expert_tensor_parallel_degree = ' + str(etp)": (e223, 16, ('ep', 'etp')),
-    'config.model.name': (e224, 3, ('config',)),
-    "'ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.' if ep == null or ep <= 1 else 'NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.'": (e225, 10, ('ep',)),
-    '\'set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"\' if ep == null or ep <= 1 else \'set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"\'': (e226, 10, ('ep',)),
-    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise') in ['rowwise', 'rowwise_with_gw_hp']": (e227, 11, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.model.name == 'deepseek_v3' and tp != null and tp > 1 and type(config.model.converters) == 'list' and 'float8' in config.model.converters)": (e228, 32, ('config', 'framework', 'tp')),
-    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise, the default')": (e229, 7, ('config',)),
-    "config.activation_checkpoint.mode == 'none'": (e230, 5, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.model.name in ['llama4', 'qwen3', 'deepseek_v3', 'gpt_oss'] and ep != null and ep > 1 and pp != null and pp > 1 and config.parallelism.pipeline_parallel_expert_parallel_overlap == true and lower(config.parallelism.pipeline_parallel_schedule) == 'dualpipev')": (e231, 44, ('config', 'ep', 'framework', 'pp')),
-    'config.parallelism.pipeline_parallel_schedule': (e232, 3, ('config',)),
-    'config.activation_checkpoint.mode': (e233, 3, ('config',)),
-    "config.activation_checkpoint['class'] != 'SelectiveAC.Config'": (e234, 6, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.debug.spmd_typechecking == true and parallelism.spmd_backend == 'spmd_types' and model.attn_backend in ['flex', 'flex_flash'])": (e235, 27, ('config', 'framework', 'model', 'parallelism', 'trainer')),
-    "config.activation_checkpoint['class'] == 'FullAC.Config' or ('memory_policy' in keys(config.compile) and coalesce(config.compile.memory_policy, 'none') == 'full')": (e236, 20, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and ep != null and ep > 1)": (e237, 25, ('ep', 'framework', 'model', 'trainer')),
-    "coalesce(config.activation_checkpoint['class'], 'none')": (e238, 6, ('config',)),
-    'tokens % shards == 0': (e239, 5, ('shards', 'tokens')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e240, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
-    'cp * tp': (e241, 3, ('cp', 'tp')),
-    'shards': (e242, 1, ('shards',)),
-    'shards * max(1, tokens // shards)': (e243, 7, ('shards', 'tokens')),
-    'shards * (tokens // shards + 1)': (e244, 7, ('shards', 'tokens')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e245, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
-    "config.parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e246, 7, ('config',)),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer != null and config.parallelism.context_parallel_load_balancer != '')": (e247, 21, ('config', 'cp', 'framework')),
-    'config.parallelism.context_parallel_load_balancer': (e248, 3, ('config',)),
-    'not bad_vision and not bad_linear': (e249, 5, ('bad_linear', 'bad_vision')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and tp > 1)": (e250, 13, ('framework', 'tp', 'trainer')),
-    "model.family in ['kimi', 'muse_glimmer'] and model.vision_n_heads != null and model.vision_n_heads % tp != 0": (e251, 18, ('model', 'tp')),
-    'model.linear_key_heads != null and model.linear_value_heads != null and (model.linear_key_heads % tp != 0 or model.linear_value_heads % tp != 0)': (e252, 23, ('model', 'tp')),
-    'model.vision_n_heads if bad_vision else gcd(model.linear_key_heads, model.linear_value_heads)': (e253, 9, ('bad_vision', 'model')),
-    '[t for t in (choices.tp if choices != null else divisors(limit)) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and limit % t == 0]': (e254, 27, ('choices', 'gpus_per_node', 'limit')),
-    "'vision encoder has ' + str(model.vision_n_heads) + ' heads' if bad_vision else 'gated DeltaNet layers have ' + str(model.linear_key_heads) + ' key and ' + str(model.linear_value_heads) + ' value heads'": (e255, 22, ('bad_vision', 'model')),
-    "'asserts: vision num_heads (' + str(model.vision_n_heads) + ') must be divisible by TP degree (' + str(tp) + ')' if bad_vision and model.family == 'muse_glimmer' else ('raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide vision num_heads (' + str(model.vision_n_heads) + ').' if bad_vision else 'raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide n_key_heads (' + str(model.linear_key_heads) + ') and n_value_heads (' + str(model.linear_value_heads) + ').')": (e256, 51, ('bad_vision', 'model', 'tp')),
-    'training.max_context_length <= model.rope_max_len': (e257, 5, ('model', 'training')),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.rope_max_len != null and training.max_context_length != null)": (e258, 18, ('framework', 'model', 'trainer', 'training')),
-    'training.max_context_length': (e259, 2, ('training',)),
-    'model.rope_max_len': (e260, 2, ('model',)),
-    'training.seq_len <= model.rope_max_len': (e261, 5, ('model', 'training')),
-    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.rope_max_len != null and training.seq_len != null)": (e262, 18, ('framework', 'model', 'trainer', 'training')),
-    'model.validator == true': (e263, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (config.validation.enable == true and model.validator != null)": (e264, 16, ('config', 'framework', 'model')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.num_mtp_layers != null and model.num_mtp_layers > 0)": (e265, 16, ('framework', 'model')),
-    'model.num_mtp_layers': (e266, 2, ('model',)),
-    'keys.pp if pp > 1 else keys.cp': (e267, 8, ('keys', 'pp')),
-    "'use pipeline_parallel_degree = 1' if pp > 1 else 'use context_parallel_degree = 1'": (e268, 6, ('pp',)),
-    "' and context_parallel_degree = 1' if pp > 1 and cp > 1 else ''": (e269, 10, ('cp', 'pp')),
-    "config.compile.backend in ['inductor', 'aot_eager']": (e270, 7, ('config',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.compile['class'] == 'CompileConfig' and config.compile.enable == true and type(config.compile.components) == 'list' and 'model' in config.compile.components and model.attn_backend in ['flex', 'flex_flash'] and config.compile.backend != null)": (e271, 48, ('config', 'framework', 'model', 'trainer')),
-    'config.compile.backend': (e272, 3, ('config',)),
-    "parallelism.spmd_backend == 'spmd_types' and parallelism.enable_sequence_parallel == true": (e273, 9, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.tp_gemm_backend == 'dist_gemm' and parallelism.spmd_backend != null and parallelism.enable_sequence_parallel != null)": (e274, 21, ('framework', 'model', 'parallelism')),
-    '\'spmd_backend = "\' + parallelism.spmd_backend + \'"\' if parallelism.spmd_backend != \'spmd_types\' else \'enable_sequence_parallel = false\'': (e275, 12, ('parallelism',)),
-    "'parallelism.spmd_backend=spmd_types' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e276, 7, ('parallelism',)),
-    "'parallelism.spmd_backend' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e277, 7, ('parallelism',)),
-    '\'use spmd_backend = "spmd_types" (the default)\' if parallelism.spmd_backend != \'spmd_types\' else \'set enable_sequence_parallel = True (the default)\'': (e278, 7, ('parallelism',)),
-    "parallelism.spmd_backend != 'full_dtensor'": (e279, 4, ('parallelism',)),
-    "framework.id in ['torchtitan@0.3.0'] and (model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and parallelism.spmd_backend != null)": (e280, 18, ('framework', 'model', 'parallelism')),
-    'model.registered == true': (e281, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (model.registered != null and config.experimental.custom_import == '')": (e282, 16, ('config', 'framework', 'model')),
-    "(sdpa_only and model.attn_type == 'sdpa') or (llama3_args and model.attn_type != 'varlen')": (e283, 13, ('llama3_args', 'model', 'sdpa_only')),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and model.attn_type != null and (sdpa_only or llama3_args))": (e284, 18, ('cp', 'framework', 'llama3_args', 'model', 'sdpa_only')),
-    "model.name in ['deepseek_v3', 'autoparallel.deepseek_v3', 'compiler_toolkit.deepseek_v3', 'simple_fsdp.deepseek_v3', 'llama4', 'qwen3']": (e285, 10, ('model',)),
-    "model.name in ['llama3', 'llama3_ft', 'autoparallel.llama3', 'compiler_toolkit.llama3', 'simple_fsdp.llama3']": (e286, 9, ('model',)),
-    'model.attn_type': (e287, 2, ('model',)),
-    "'Context Parallel only supports SDPA attention.' if sdpa_only else 'Context Parallel only supports SDPA and FlexAttention.'": (e288, 4, ('sdpa_only',)),
-    "'sdpa' if sdpa_only else 'sdpa or flex'": (e289, 4, ('sdpa_only',)),
-    "framework.id in ['torchtitan@0.3.0']": (e290, 5, ('framework',)),
-    '[x for x in ([[len(sources) > 0 and any([v != infinite[0] for v in infinite]), \'ValueError: All data sources must have the same \' + chr_q + \'infinite\' + chr_q + \' setting (\' + join([names[i] + \': infinite=\' + (\'True\' if infinite[i] else \'False\') for i in range(len(sources))], \', \') + \')\', \'give every source the same infinite= (the default is True)\', cfg], [any([type(w) in [\'int\', \'float\'] and w < 0 for w in weights]), \'ValueError: All weights must be non-negative (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'use weights >= 0; a weight is a source\' + chr_q + \'s share of the tokens\', build], [len(sources) > 0 and all([type(w) in [\'int\', \'float\'] and w >= 0 for w in weights]) and sum(weights) == 0, \'ValueError: Sum of weights must be positive (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'give at least one source a weight > 0\', build], [type(config.dataloader.stopping_strategy) == \'string\' and config.dataloader.stopping_strategy not in [\'on_first_exhausted\', \'all_exhausted\'], \'ValueError: stopping_strategy must be \' + chr_q + \'on_first_exhausted\' + chr_q + \' or \' + chr_q + \'all_exhausted\' + chr_q + \', got \' + chr_q + str(config.dataloader.stopping_strategy) + chr_q, \'use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"\', build]] if readable else []) if x[0]]': (e291, 164, ('build', 'cfg', 'chr_q', 'config', 'infinite', 'names', 'readable', 'sources', 'weights')),
-    'config.dataloader.sources': (e292, 3, ('config',)),
-    '[coalesce(s.weight, 1) for s in sources]': (e293, 6, ('sources',)),
-    '[coalesce(s.infinite, true) for s in sources]': (e294, 6, ('sources',)),
-    "[str(coalesce(s.dataset, s.dataset_path, '')) for s in sources]": (e295, 9, ('sources',)),
-    "'when it builds the config (the Config' + chr_q + 's __post_init__)'": (e296, 5, ('chr_q',)),
-    "'when the trainer builds the dataloader (InterleavedDataset), before the first step'": (e297, 1, ()),
-    "framework.id == 'torchtitan@0.3.0' and config.dataloader.class in ['InterleavedHuggingFaceTextDataLoader.Config', 'InterleavedChatDataLoader.Config'] and type(sources) == 'list' and all([type(s) == 'table' for s in sources])": (e298, 25, ('config', 'framework', 'sources')),
-    'config.dataloader.class': (e299, 3, ('config',)),
-    "join(names, ', ')": (e300, 3, ('names',)),
-    'len(unknown) == 0': (e301, 4, ('unknown',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.enable == true and type(config.checkpoint.exclude_from_loading) == 'list' and (framework_version == '0.2.x' or config.checkpoint.class == 'CheckpointManager.Config'))": (e302, 30, ('config', 'framework', 'framework_version')),
-    "['model', 'optimizer', 'lr_scheduler', 'dataloader', 'train_state']": (e303, 6, ()),
-    '[k for k in config.checkpoint.exclude_from_loading if k not in states]': (e304, 8, ('config', 'states')),
-    '[str(k) for k in config.checkpoint.exclude_from_loading]': (e305, 6, ('config',)),
-    "join(exclude, ', ')": (e306, 3, ('exclude',)),
-    "join(unknown, ', ')": (e307, 3, ('unknown',)),
-    "'is not a state' if len(unknown) == 1 else 'are not states'": (e308, 7, ('unknown',)),
-    "join(states, ', ')": (e309, 3, ('states',)),
-    'unknown[0]': (e310, 3, ('unknown',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6']": (e311, 5, ('framework',)),
-    "([x for x in [['checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'checkpoint.folder (under dump_folder)', folder, 'checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'dump_folder'], ['checkpoint.initial_load_path', config.checkpoint.initial_load_path, 'checkpoint.initial_load_path']] if type(x[1]) == 'string' and x[1] != '' and '://' in x[1]]) if applies else []": (e312, 58, ('applies', 'config', 'folder')),
-    "config.checkpoint.folder if '://' in config.checkpoint.folder or startswith(config.checkpoint.folder, '/') or '://' not in config.dump_folder else config.dump_folder + '/' + config.checkpoint.folder": (e313, 28, ('config',)),
-    "framework.id == 'torchtitan@main@b5bcd76c6' and config.checkpoint.class == 'TorchCheckpointingManager.Config' and config.checkpoint.enable == true and type(config.checkpoint.folder) == 'string' and type(config.dump_folder) == 'string'": (e314, 29, ('config', 'framework')),
-    "'checkpoint.initial_load_path' if item[2] == 'checkpoint.initial_load_path' else 'checkpoint.folder'": (e315, 8, ('item',)),
-    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0']": (e316, 6, ('framework',)),
-    '[[x[0], x[1], x[2], x[3], x[4], lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]] for x in plain + srcs + val + v02 if (lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]) not in datasets.registries[x[2]].names]': (e317, 62, ('datasets', 'plain', 'srcs', 'v02', 'val')),
-    "framework_version == '0.3.0' and type(config.dataloader) == 'table'": (e318, 9, ('config', 'framework_version')),
-    "[['dataloader.dataset', config.dataloader.dataset, datasets.loaders[config.dataloader.class], config.dataloader.class, 'dataloader.dataset']] if reg and config.dataloader.class in keys(datasets.loaders) and type(config.dataloader.dataset) == 'string' else []": (e319, 34, ('config', 'datasets', 'reg')),
-    "[['dataloader.sources', s[i].dataset, datasets.source_loaders[config.dataloader.class], config.dataloader.class, 'dataloader.sources[' + str(i) + '].dataset'] for i in range(0, len(s)) if type(s[i]) == 'table' and type(s[i].dataset) == 'string'] if reg and config.dataloader.class in keys(datasets.source_loaders) and type(config.dataloader.sources) == 'list' else []": (e320, 58, ('config', 'datasets', 'reg', 's')),
-    "[['validator.dataloader.dataset', config.validator.dataloader.dataset, datasets.loaders[config.validator.dataloader.class], config.validator.dataloader.class + ' (the validator)', 'validator.dataloader.dataset']] if framework_version == '0.3.0' and type(config.validator) == 'table' and config.validator.enable == true and type(config.validator.dataloader) == 'table' and config.validator.dataloader.class in keys(datasets.loaders) and type(config.validator.dataloader.dataset) == 'string' else []": (e321, 62, ('config', 'datasets', 'framework_version')),
-    "[['training.dataset', config.training.dataset, datasets.models[config.model.name], 'model ' + config.model.name, 'training.dataset']] if framework_version == '0.2.x' and type(config.model.name) == 'string' and config.model.name in keys(datasets.models) and type(config.training.dataset) == 'string' else []": (e322, 45, ('config', 'datasets', 'framework_version')),
-    'framework_version': (e323, 1, ('framework_version',)),
-    "join(datasets.registries[item[2]].names, ', ')": (e324, 9, ('datasets', 'item')),
-    'item[5]': (e325, 3, ('item',)),
-    "[] if framework_version != 'main@b5bcd76c6' else [['ValueError: num_packing_bins must be positive (num_packing_bins = ' + str(n.num_packing_bins) + ')', 'when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)', 'use num_packing_bins >= 1 (the default is 8)'] for n in nodes if 'num_packing_bins' in keys(n) and type(n.num_packing_bins) == 'int' and n.num_packing_bins <= 0] + [['ValueError: DatasetMixConfig requires finite, positive-weight datasets (' + ('no datasets' if len(n.datasets) == 0 else 'weights ' + join([str(d.weight) if 'weight' in keys(d) else '1.0' for d in n.datasets], ', ')) + ')', 'when the trainer builds the dataloader (DatasetMixConfig.build), before the first step', 'give the mix at least one dataset' if len(n.datasets) == 0 else 'give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and ((len(n.datasets) == 0 and n['class'] == 'DatasetMixConfig') or any([type(d) == 'table' and 'weight' in keys(d) and type(d.weight) in ['int', 'float'] and (str(d.weight) in ['inf', '-inf', 'nan'] or d.weight <= 0) for d in n.datasets]))] + [['TypeError: DatasetConcatConfig requires map-style children (it has none)', 'when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step', 'give the concatenation at least one map-style dataset (a random-access source)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and len(n.datasets) == 0 and n['class'] == 'DatasetConcatConfig'] + [['ValueError: first-class Hugging Face fields repeated in kwargs: [' + join([chr_q + k + chr_q for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ']', 'when it builds the config (the Hugging Face source Config' + chr_q + 's __post_init__)', 'pass ' + join([k for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ' as the source' + chr_q + 's own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'] for n in nodes if 'source' in keys(n) and type(n.source) == 'table' and 'load_dataset_kwargs' in keys(n.source) and type(n.source.load_dataset_kwargs) == 'table' and any([k in hf for k in keys(n.source.load_dataset_kwargs)])]": (e326, 241, ('chr_q', 'framework_version', 'hf', 'nodes')),
-    "config.dataloader.dataset if type(config.dataloader) == 'table' and 'dataset' in keys(config.dataloader) and type(config.dataloader.dataset) == 'table' else null": (e327, 23, ('config',)),
-    "(d.dataset if type(d) == 'table' and 'dataset' in keys(d) and type(d.dataset) == 'table' else null)": (e328, 19, ('d',)),
-    "(d2.dataset if type(d2) == 'table' and 'dataset' in keys(d2) and type(d2.dataset) == 'table' else null)": (e329, 19, ('d2',)),
-    "(d3.dataset if type(d3) == 'table' and 'dataset' in keys(d3) and type(d3.dataset) == 'table' else null)": (e330, 19, ('d3',)),
-    "[c for c in [d, d2, d3, d4] if type(c) == 'table']": (e331, 11, ('d', 'd2', 'd3', 'd4')),
-    "[x for x in ([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list'][0] if len([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list']) > 0 else []) if type(x) == 'table']": (e332, 41, ('chain',)),
-    "chain + items + [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] + [y.dataset for y in [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] if 'dataset' in keys(y) and type(y.dataset) == 'table']": (e333, 46, ('chain', 'items')),
-    "['split', 'name', 'revision', 'streaming']": (e334, 5, ()),
-    "order in ['block', 'raster'] and not (mrope and order != 'block')": (e335, 12, ('mrope', 'order')),
-    "framework.id in ['torchtitan@0.3.0'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e336, 21, ('config', 'framework', 'mrope', 'order')),
-    "config.dataloader if framework_version == '0.3.0' and config.dataloader.class == 'MMDataLoader.Config' else null": (e337, 13, ('config', 'framework_version')),
-    "(c.patch_order if 'patch_order' in keys(c) and c.patch_order != null else 'block') if type(c) == 'table' else null": (e338, 19, ('c',)),
-    "(c.build_mrope_positions if 'build_mrope_positions' in keys(c) and c.build_mrope_positions != null else false) if type(c) == 'table' else null": (e339, 19, ('c',)),
-    "'dataloader'": (e340, 1, ()),
-    'where': (e341, 1, ('where',)),
-    'order': (e342, 1, ('order',)),
-    "' with build_mrope_positions = True' if mrope else ''": (e343, 4, ('mrope',)),
-    "'patch_order must be ' + chr_q + 'block' + chr_q + ' or ' + chr_q + 'raster' + chr_q + ', got ' + chr_q + order + chr_q if order not in ['block', 'raster'] else 'MRoPE requires patch_order=' + chr_q + 'block' + chr_q + ', got ' + chr_q + order + chr_q": (e344, 44, ('chr_q', 'order')),
-    '\'use patch_order="block" (the default) or "raster"\' if order not in [\'block\', \'raster\'] else \'use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE\'': (e345, 8, ('order',)),
-    "framework.id in ['torchtitan@main@b5bcd76c6'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e346, 21, ('config', 'framework', 'mrope', 'order')),
-    "config.dataloader.collator if framework_version == 'main@b5bcd76c6' and 'collator' in keys(config.dataloader) and type(config.dataloader.collator) == 'table' and ('patch_order' in keys(config.dataloader.collator) or 'build_mrope_positions' in keys(config.dataloader.collator)) else null": (e347, 35, ('config', 'framework_version')),
-    "'dataloader.collator'": (e348, 1, ()),
-    'len(bad) == 0': (e349, 4, ('bad',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and any([c.kind == 'lora' for c in model.converters]))": (e350, 21, ('framework', 'model')),
-    "[c for c in model.converters if c.kind == 'lora' and 'rank' in c and type(c.rank) in ['int', 'float', 'null'] and c.rank <= 0]": (e351, 26, ('model',)),
-    'bad[0].class': (e352, 4, ('bad',)),
-    'bad[0].rank': (e353, 4, ('bad',)),
-    'len(late) == 0': (e354, 4, ('late',)),
-    'model.converters': (e355, 2, ('model',)),
-    "[i for i in range(len(conv)) if conv[i].kind == 'lora']": (e356, 11, ('conv',)),
-    "[conv[i] for i in range(len(conv)) if len(loras) > 0 and i > loras[0] and conv[i].kind == 'quantization']": (e357, 24, ('conv', 'loras')),
-    'late[0].class': (e358, 4, ('late',)),
-    'conv[loras[0]].class': (e359, 6, ('conv', 'loras')),
-    'join([c.class for c in late])': (e360, 5, ('late',)),
-    "model.moe_comm_backend not in ['deepep', 'minimal_async_ep']": (e361, 6, ('model',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and model.is_moe == true and model.moe_comm_backend != null and any([c.pads_dispatcher == true for c in model.converters]))": (e362, 31, ('framework', 'model')),
-    '[c for c in model.converters if c.pads_dispatcher == true]': (e363, 8, ('model',)),
-    'padding[0].class': (e364, 4, ('padding',)),
-    'padding[0].name': (e365, 4, ('padding',)),
-    'not missing and not unknown_key': (e366, 5, ('missing', 'unknown_key')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer != false and cp > 1 and lb == 'ptrr' and model.attn_masks == 'dict' and model.attn_backend in ['flex', 'flex_flash'])": (e367, 31, ('cp', 'framework', 'lb', 'model', 'trainer')),
-    'config.parallelism.context_parallel_ptrr_mask_key': (e368, 3, ('config',)),
-    "any(['context_parallel_ptrr_mask_key' in u.key or u.key == 'parallelism' or 'parallelism.*' in u.key or u.key == '' for u in unreadable])": (e369, 22, ('unreadable',)),
-    'mask_key == null and not key_unread': (e370, 6, ('key_unread', 'mask_key')),
-    'mask_key != null and model.attn_mask_keys != null and mask_key not in model.attn_mask_keys': (e371, 13, ('mask_key', 'model')),
-    '\'context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key\' if missing else \'context_parallel_ptrr_mask_key = "\' + mask_key + \'"\'': (e372, 8, ('mask_key', 'missing')),
-    "' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else ''": (e373, 13, ('model',)),
-    '\'PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.\' if missing else \'context_parallel_ptrr_mask_key \' + "\'" + mask_key + "\'" + \' is not a key in attention_masks.\'': (e374, 12, ('mask_key', 'missing')),
-    "'parallelism.context_parallel_ptrr_mask_key' if unknown_key else 'parallelism.context_parallel_load_balancer'": (e375, 4, ('unknown_key',)),
-    "'set context_parallel_ptrr_mask_key to the mask the balancer is built from' + (' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else '') if missing else 'name one of the masks the model builds: ' + join(model.attn_mask_keys)": (e376, 22, ('missing', 'model')),
-    "model.attn_type != 'sdpa'": (e377, 4, ('model',)),
-    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer == 'ptrr' and model.attn_type != null)": (e378, 20, ('config', 'cp', 'framework', 'model')),
-    'len(hits) == 0': (e379, 4, ('hits',)),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (not lora_before and (call == null or upto > 0))": (e380, 17, ('call', 'framework', 'lora_before', 'upto')),
-    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter] if type(model.converters) == 'list' else []": (e381, 21, ('model', 'params')),
-    'model.converters[item]': (e382, 4, ('item', 'model')),
-    'conv.fqns_call': (e383, 2, ('conv',)),
-    'int(call.num_layers - (-((-(call.num_layers * call.bf16_tail_fraction)) // 1))) if call != null else 0': (e384, 18, ('call',)),
-    "(['layers.' + str(i) + '.' for i in range(upto)] if call != null else conv.fqns) if 'fqns' in conv else []": (e385, 20, ('call', 'conv', 'upto')),
-    '[e for e in model.linears if e.in_features % params.block != 0 or e.out_features % params.block != 0]': (e386, 19, ('model', 'params')),
-    '[[e.order[k], e.fqns[k], e.in_features, e.out_features, e.fqn] for e in bad for k in range(len(e.fqns)) if len(targets) == 0 or any([t in e.fqns[k] for t in targets])]': (e387, 35, ('bad', 'targets')),
-    'min([h[0] for h in hits])': (e388, 6, ('hits',)),
-    '[h for h in hits if h[0] == first_at][0]': (e389, 10, ('first_at', 'hits')),
-    "'in_features' if first[2] % params.block != 0 else 'out_features'": (e390, 11, ('first', 'params')),
-    'sorted([e.fqn for e in bad if any([h[4] == e.fqn for h in hits])])': (e391, 14, ('bad', 'hits')),
-    "any([model.converters[j].kind == 'lora' for j in range(item)])": (e392, 11, ('item', 'model')),
-    "len(targets) == 0 and any([h[1] == 'lm_head' for h in hits]) and len([h for h in hits if h[1] != 'lm_head']) == 0": (e393, 25, ('hits', 'targets')),
-    'true': (e394, 1, ()),
-    'conv.class': (e395, 2, ('conv',)),
-    '\'fqns=[\' + join([\'"\' + t + \'"\' for t in conv.fqns]) + \']\' if call == null and \'fqns\' in conv else (\'fqns=nvfp4_bf16_tail_fqns(\' + str(call.num_layers) + \', \' + str(call.bf16_tail_fraction) + \'): layers 0-\' + str(upto - 1) if call != null else \'no fqns: every Linear\')': (e396, 44, ('call', 'conv', 'upto')),
-    "plural(len(hits), 'Linear')": (e397, 4, ('hits',)),
-    'params.block': (e398, 2, ('params',)),
-    'join(patterns)': (e399, 2, ('patterns',)),
-    'first[1]': (e400, 3, ('first',)),
-    'first[2]': (e401, 3, ('first',)),
-    'first[3]': (e402, 3, ('first',)),
-    'which': (e403, 1, ('which',)),
-    "first[2] if which == 'in_features' else first[3]": (e404, 10, ('first', 'which')),
-    'n - num_bf16 > 0': (e405, 5, ('n', 'num_bf16')),
-    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6']": (e406, 6, ('framework',)),
-    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter and model.converters[i].fqns_call != null] if type(model.converters) == 'list' else []": (e407, 29, ('model', 'params')),
-    'model.converters[item].fqns_call': (e408, 5, ('item', 'model')),
-    'call.num_layers': (e409, 2, ('call',)),
-    'call.bf16_tail_fraction': (e410, 2, ('call',)),
-    'int(-((-(n * f)) // 1))': (e411, 8, ('f', 'n')),
-    "str(f) + ('.0' if type(f) == 'float' and f == int(f) else '')": (e412, 15, ('f',)),
-    'n': (e413, 1, ('n',)),
-    'f_text': (e414, 1, ('f_text',)),
-    'model.converters[item].class': (e415, 5, ('item', 'model')),
-    'num_bf16': (e416, 1, ('num_bf16',)),
-    "' of ' + call.layers_of.name + ' ' + call.layers_of.flavor if call.layers_of != null else ''": (e417, 17, ('call',)),
-    'call.line': (e418, 2, ('call',)),
-    "'use a bf16_tail_fraction of at most ' + str(n - 1) + '/' + str(n) + ' (0.15 keeps the last ' + str(int(-((-(n * 0.15)) // 1))) + ' of ' + str(n) + ' layers in bf16), or' if n > 1 else 'with one layer there is no tail to keep:'": (e419, 35, ('n',)),
+    "framework.id in ['torchtitan@0.1.0']": (e4, 5, ('framework',)),
+    'ignored_keys': (e5, 1, ('ignored_keys',)),
+    'item.suggestion != null': (e6, 4, ('item',)),
+    'item.suggestion == null and len(item.elsewhere) > 0': (e7, 10, ('item',)),
+    'item.suggestion == null and len(item.elsewhere) == 0 and len(item.other_versions) > 0': (e8, 16, ('item',)),
+    'item.suggestion == null and len(item.elsewhere) == 0 and len(item.other_versions) == 0': (e9, 16, ('item',)),
+    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else (' (it is a key of [' + item.elsewhere[0] + '])' if len(item.elsewhere) > 0 else '')": (e10, 26, ('item',)),
+    'item.elsewhere[0]': (e11, 4, ('item',)),
+    "join(item.other_versions, ' and ')": (e12, 4, ('item',)),
+    'item.other_versions[0]': (e13, 4, ('item',)),
+    'etp == tp or etp == 1': (e14, 7, ('etp', 'tp')),
+    "framework.id in ['torchtitan@0.2.x'] and (ep > 1)": (e15, 9, ('ep', 'framework')),
+    'keys.etp': (e16, 2, ('keys',)),
+    'fsdp_tp % expert == 0': (e17, 5, ('expert', 'fsdp_tp')),
+    "framework.id in ['torchtitan@0.2.x']": (e18, 5, ('framework',)),
+    'dp_shard * cp * tp': (e19, 5, ('cp', 'dp_shard', 'tp')),
+    'etp * ep': (e20, 3, ('ep', 'etp')),
+    'fsdp_tp': (e21, 1, ('fsdp_tp',)),
+    'expert': (e22, 1, ('expert',)),
+    "join([e for e in divisors(fsdp_tp // gcd(fsdp_tp, etp) if fsdp_tp % etp == 0 else 1) if e > 1]) if fsdp_tp % etp == 0 else '(none with this etp)'": (e23, 26, ('etp', 'fsdp_tp')),
+    "framework.id in ['torchtitan@0.2.x'] and (etp > 1)": (e24, 9, ('etp', 'framework')),
+    'tp * pp == 1': (e25, 5, ('pp', 'tp')),
+    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and dp_replicate > 1 and dp_shard == 1 and cp == 1 and not (model.name == 'llama4' and ep > 1))": (e26, 33, ('cp', 'dp_replicate', 'dp_shard', 'ep', 'framework', 'model', 'params')),
+    'dp_replicate': (e27, 1, ('dp_replicate',)),
+    'model.name': (e28, 2, ('model',)),
+    'dp_replicate * tp * pp': (e29, 5, ('dp_replicate', 'pp', 'tp')),
+    'keys.dp_replicate': (e30, 2, ('keys',)),
+    'dp_shard * cp > 1': (e31, 5, ('cp', 'dp_shard')),
+    "framework.id in ['torchtitan@0.2.x'] and (model.name in params.models and ep > 1)": (e32, 15, ('ep', 'framework', 'model', 'params')),
+    "'dp_replicate, fsdp' if dp_replicate > 1 else 'fsdp'": (e33, 6, ('dp_replicate',)),
+    "'[\\'dp_replicate\\', \\'fsdp\\']' if dp_replicate > 1 else 'fsdp'": (e34, 6, ('dp_replicate',)),
+    'model.known': (e35, 2, ('model',)),
+    'model.name != null': (e36, 4, ('model',)),
+    "model.flavor if model.flavor != null else '(none)'": (e37, 8, ('model',)),
+    "model.flavor if model.flavor != null else '<flavor>'": (e38, 8, ('model',)),
+    'model.flavor': (e39, 2, ('model',)),
+    'not pipeline.unknown_schedule': (e40, 3, ('pipeline',)),
+    'training.local_batch_size % pipeline.microbatch_size == 0': (e41, 7, ('pipeline', 'training')),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x', 'torchtitan@0.3.0'] and (pp > 1 and pipeline.microbatch_size != 0)": (e42, 16, ('framework', 'pipeline', 'pp')),
+    'training.local_batch_size': (e43, 2, ('training',)),
+    'pipeline.microbatch_size': (e44, 2, ('pipeline',)),
+    'join(divisors(training.local_batch_size))': (e45, 4, ('training',)),
+    'training.global_batch_size > 0 and training.global_batch_size % per_step == 0': (e46, 11, ('per_step', 'training')),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x', 'torchtitan@0.3.0'] and (training.global_batch_size != -1)": (e47, 13, ('framework', 'training')),
+    'training.local_batch_size * batch': (e48, 4, ('batch', 'training')),
+    'training.global_batch_size': (e49, 2, ('training',)),
+    'batch': (e50, 1, ('batch',)),
+    'per_step': (e51, 1, ('per_step',)),
+    'training.global_batch_size / per_step': (e52, 4, ('per_step', 'training')),
+    'per_step * max(1, training.global_batch_size // per_step)': (e53, 8, ('per_step', 'training')),
+    "plural(max(1, training.global_batch_size // per_step), 'accumulation step')": (e54, 8, ('per_step', 'training')),
+    'per_step * (training.global_batch_size // per_step + 1)': (e55, 8, ('per_step', 'training')),
+    'training.seq_len % divisor == 0': (e56, 6, ('divisor', 'training')),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1)": (e57, 9, ('cp', 'framework')),
+    'tp * 2 * cp': (e58, 5, ('cp', 'tp')),
+    'training.seq_len': (e59, 2, ('training',)),
+    'divisor': (e60, 1, ('divisor',)),
+    'divisor * (training.seq_len // divisor)': (e61, 6, ('divisor', 'training')),
+    'divisor * (training.seq_len // divisor + 1)': (e62, 8, ('divisor', 'training')),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x'] and (parallelism.async_tp)": (e63, 9, ('framework', 'parallelism')),
+    'compile.enable': (e64, 2, ('compile',)),
+    "framework.id in ['torchtitan@0.1.0', 'torchtitan@0.2.x'] and (parallelism.async_tp and tp > 1)": (e65, 13, ('framework', 'parallelism', 'tp')),
+    "'[training] compile = true' if framework_version == '0.1.0' else '[compile] enable = true'": (e66, 6, ('framework_version',)),
+    'seq // cp >= params.min_tokens_per_rank': (e67, 6, ('cp', 'params', 'seq')),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (cp > 1)": (e68, 10, ('cp', 'framework')),
+    'seq': (e69, 1, ('seq',)),
+    'seq // cp': (e70, 3, ('cp', 'seq')),
+    'params.min_tokens_per_rank': (e71, 2, ('params',)),
+    'cp * params.min_tokens_per_rank': (e72, 4, ('cp', 'params')),
+    'model.pipelining': (e73, 2, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (pp > 1)": (e74, 9, ('framework', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (cp == 1 and model.name in params.models)": (e75, 15, ('cp', 'framework', 'model', 'params')),
+    'tp * 2': (e76, 3, ('tp',)),
+    'divisor * max(1, training.seq_len // divisor)': (e77, 8, ('divisor', 'training')),
+    'region % ep == 0': (e78, 5, ('ep', 'region')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (ep > 1)": (e79, 10, ('ep', 'framework')),
+    '[e for e in (choices.ep if choices != null else divisors(region)) if e > 1 and region % e == 0]': (e80, 19, ('choices', 'region')),
+    'region': (e81, 1, ('region',)),
+    "'torchtitan main raises in ParallelDims' if framework_version != '0.3.0' else 'torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten'": (e82, 6, ('framework_version',)),
+    "': ' + framework_error if framework_error != null and error_stage != 'load' else ''": (e83, 12, ('error_stage', 'framework_error')),
+    "'use ep in {' + join(fits) + '}' if len(fits) > 0 else 'no ep > 1 fits: dp_shard·cp·tp is 1'": (e84, 12, ('fits',)),
+    'training.disable_cuda_graphs': (e85, 2, ('training',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (pp > 1))": (e86, 13, ('framework', 'pp', 'trainer')),
+    "not model.is_moe or backend == 'minimal_async_ep' or (backend == 'hybridep' and model.non_blocking_capacity_factor != null)": (e87, 16, ('backend', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (ep > 1 and not training.disable_cuda_graphs))": (e88, 17, ('ep', 'framework', 'trainer', 'training')),
+    "coalesce(model.moe_comm_backend, 'standard')": (e89, 4, ('model',)),
+    'backend': (e90, 1, ('backend',)),
+    'tokens % divisor == 0': (e91, 5, ('divisor', 'tokens')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (divisor > 1))": (e92, 12, ('divisor', 'framework', 'trainer')),
+    '(tp if parallelism.enable_sequence_parallel else 1) * (2 * cp if cp > 1 else 1)': (e93, 14, ('cp', 'parallelism', 'tp')),
+    'training.num_tokens_per_microbatch_per_dp_rank': (e94, 2, ('training',)),
+    'tokens': (e95, 1, ('tokens',)),
+    "'tp ' + str(tp) if parallelism.enable_sequence_parallel and tp > 1 else ''": (e96, 12, ('parallelism', 'tp')),
+    "' × ' if parallelism.enable_sequence_parallel and tp > 1 and cp > 1 else ''": (e97, 13, ('cp', 'parallelism', 'tp')),
+    "'2·cp = ' + str(2 * cp) if cp > 1 else ''": (e98, 11, ('cp',)),
+    'keys.cp if cp > 1 else keys.tp': (e99, 8, ('cp', 'keys')),
+    'divisor * max(1, tokens // divisor)': (e100, 7, ('divisor', 'tokens')),
+    'divisor * (tokens // divisor + 1)': (e101, 7, ('divisor', 'tokens')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and (divisor > 1))": (e102, 12, ('divisor', 'framework', 'trainer')),
+    'training.num_tokens_per_train_step % per_iter == 0': (e103, 6, ('per_iter', 'training')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and (training.num_tokens_per_train_step != -1))": (e104, 14, ('framework', 'trainer', 'training')),
+    'parallelism.num_pp_microbatches if pp > 1 else 1': (e105, 7, ('parallelism', 'pp')),
+    'training.num_tokens_per_microbatch_per_dp_rank * microbatches * batch': (e106, 6, ('batch', 'microbatches', 'training')),
+    'training.num_tokens_per_train_step': (e107, 2, ('training',)),
+    "'num_pp_microbatches × ' if pp > 1 else ''": (e108, 6, ('pp',)),
+    "str(microbatches) + ' × ' if pp > 1 else ''": (e109, 9, ('microbatches', 'pp')),
+    'per_iter': (e110, 1, ('per_iter',)),
+    'per_iter * max(1, training.num_tokens_per_train_step // per_iter)': (e111, 8, ('per_iter', 'training')),
+    "plural(max(1, training.num_tokens_per_train_step // per_iter), 'accumulation step')": (e112, 8, ('per_iter', 'training')),
+    'per_iter * (training.num_tokens_per_train_step // per_iter + 1)': (e113, 8, ('per_iter', 'training')),
+    "parallelism.spmd_backend == 'spmd_types'": (e114, 4, ('parallelism',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (cp > 1)": (e115, 9, ('cp', 'framework')),
+    'parallelism.spmd_backend': (e116, 2, ('parallelism',)),
+    "model.attn_backend in (['flex', 'flex_flash', 'sdpa'] if framework_version == '0.3.0' else ['flex', 'flex_flash'])": (e117, 14, ('framework_version', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and model.name != 'flux')": (e118, 15, ('cp', 'framework', 'model')),
+    'model.attn_backend': (e119, 2, ('model',)),
+    "'torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)' if framework_version == '0.3.0' else 'torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.'": (e120, 6, ('framework_version',)),
+    "model.family != 'kimi'": (e121, 4, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (tp > 1)": (e122, 10, ('framework', 'tp')),
+    "' and pipeline_parallel_degree=1' if framework_version == '0.3.0' else ''": (e123, 6, ('framework_version',)),
+    "framework.id in ['torchtitan@0.3.0'] and (pp > 1)": (e124, 9, ('framework', 'pp')),
+    'not model.tie_embeddings': (e125, 3, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1)": (e126, 10, ('framework', 'pp')),
+    "compile.enable and 'model' in compile.components": (e127, 7, ('compile',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (compile.enable_async_tensor_parallel)": (e128, 9, ('compile', 'framework')),
+    "'compile.enable = True' if not compile.enable else ''": (e129, 6, ('compile',)),
+    "' and ' if not compile.enable and not ('model' in compile.components) else ''": (e130, 12, ('compile',)),
+    '"\'model\' in compile.components" if not (\'model\' in compile.components) else \'\'': (e131, 8, ('compile',)),
+    'ep > 1 or not model.is_moe': (e132, 7, ('ep', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (backend in ['deepep', 'hybridep', 'minimal_async_ep'])": (e133, 13, ('backend', 'framework')),
+    "'DeepEP' if backend == 'deepep' else ('HybridEP' if backend == 'hybridep' else 'MinimalAsyncEP')": (e134, 11, ('backend',)),
+    "parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e135, 6, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1 and parallelism.context_parallel_load_balancer != null)": (e136, 15, ('cp', 'framework', 'parallelism')),
+    'parallelism.context_parallel_load_balancer': (e137, 2, ('parallelism',)),
+    'not refused': (e138, 2, ('refused',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (cp > 1)": (e139, 10, ('cp', 'framework')),
+    "model.family in ['kimi', 'qwen3_5'] or (model.family == 'muse_glimmer' and model.flavor in ['debugmodel_mm', '30B_mm'])": (e140, 18, ('model',)),
+    "'Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).' if model.family == 'kimi' else ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...' if model.family == 'qwen3_5' else 'context parallel is not supported for the Muse Glimmer vision encoder.')": (e141, 13, ('model',)),
+    'why': (e142, 1, ('why',)),
+    "', tensor' if model.family != 'kimi' else ''": (e143, 7, ('model',)),
+    'steps <= 1': (e144, 3, ('steps',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (model.name == 'flux')": (e145, 10, ('framework', 'model')),
+    'training.num_tokens_per_microbatch_per_dp_rank * batch': (e146, 4, ('batch', 'training')),
+    'total // per_iter if total > 0 else 1': (e147, 8, ('per_iter', 'total')),
+    'steps': (e148, 1, ('steps',)),
+    'per_iter // batch': (e149, 3, ('batch', 'per_iter')),
+    "model.attn_backend in ['flex', 'flex_flash', 'varlen']": (e150, 7, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.family in ['llama3', 'deepseek_v3', 'qwen3', 'qwen3_5', 'gpt_oss', 'kimi', 'muse_glimmer'] and model.attn_backend != null)": (e151, 23, ('framework', 'model')),
+    "'sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.' if model.attn_backend == 'sdpa' else 'Unknown backend: ' + model.attn_backend": (e152, 10, ('model',)),
+    "model.moe_comm_backend in ['standard', 'deepep', 'hybridep', 'minimal_async_ep']": (e153, 8, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.is_moe and model.moe_comm_backend != null)": (e154, 14, ('framework', 'model')),
+    'model.moe_comm_backend': (e155, 2, ('model',)),
+    "pipeline.schedule != 'PipelineScheduleSingle'": (e156, 4, ('pipeline',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (pp > 1 and pipeline.schedule != null)": (e157, 15, ('framework', 'pipeline', 'pp')),
+    'parallelism.pipeline_parallel_schedule': (e158, 2, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (parallelism.spmd_backend != null)": (e159, 11, ('framework', 'parallelism')),
+    "(model.family == 'muse_glimmer' and parallelism.spmd_backend != 'spmd_types') or (framework_version == '0.3.0' and model.family in ['kimi', 'qwen3_5'] and parallelism.spmd_backend == 'full_dtensor')": (e160, 25, ('framework_version', 'model', 'parallelism')),
+    '(\'Muse Glimmer only supports spmd_backend="spmd_types"; got "\' + parallelism.spmd_backend + \'".\') if model.family == \'muse_glimmer\' else \'full_dtensor is not supported yet.\'': (e161, 12, ('model', 'parallelism')),
+    "model.name != 'gpt_oss'": (e162, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0'] and (model.name == 'flux')": (e163, 11, ('framework', 'model')),
+    "config.optimizer.name in ['Adam', 'AdamW']": (e164, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.name != null)": (e165, 11, ('config', 'framework')),
+    'config.optimizer.name': (e166, 3, ('config',)),
+    "config.optimizer.param_groups[item].optimizer_name in ['Adam', 'AdamW', 'DistMuon']": (e167, 11, ('config', 'item')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.optimizer.param_groups[item].optimizer_name != null)": (e168, 15, ('config', 'framework', 'item')),
+    "range(len(config.optimizer.param_groups)) if 'optimizer' in config and 'param_groups' in config.optimizer and type(config.optimizer.param_groups) == 'list' else []": (e169, 22, ('config',)),
+    'config.optimizer.param_groups[item].pattern': (e170, 6, ('config', 'item')),
+    'config.optimizer.param_groups[item].optimizer_name': (e171, 6, ('config', 'item')),
+    'config.checkpoint.enable == true': (e172, 5, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e173, 18, ('config', 'framework')),
+    'world_size == 1': (e174, 3, ('world_size',)),
+    "config.compile.enable == true and 'model' in config.compile.components": (e175, 11, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.activation_checkpoint['class'] == 'MemoryBudgetAC.Config')": (e176, 16, ('config', 'framework', 'trainer')),
+    'config.compile.enable': (e177, 3, ('config',)),
+    'config.compile.components': (e178, 3, ('config',)),
+    'config.checkpoint.keep_latest_k != 1': (e179, 5, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e180, 22, ('config', 'framework', 'framework_version')),
+    "'when the config is built' if framework_version != '0.2.x' else 'when the checkpointer is built'": (e181, 6, ('framework_version',)),
+    'not (config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false) and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_model_only == false)': (e182, 25, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e183, 16, ('config', 'framework', 'framework_version')),
+    "'checkpoint.last_save_in_hf = true with last_save_model_only = false' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_in_hf = true with initial_load_model_only = false'": (e184, 14, ('config',)),
+    "'torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)' if framework_version != '0.2.x' else 'torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one'": (e185, 6, ('framework_version',)),
+    "'checkpoint.last_save_model_only|checkpoint.last_save_in_hf' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf'": (e186, 14, ('config',)),
+    "'last_save_model_only' if config.checkpoint.last_save_in_hf == true and config.checkpoint.last_save_model_only == false else 'initial_load_model_only'": (e187, 14, ('config',)),
+    "config.checkpoint.async_mode in ['disabled', 'async', 'async_with_pinned_mem', 'DISABLED', 'ASYNC', 'ASYNC_WITH_PINNED_MEM', 'Disabled', 'Async', 'Async_with_pinned_mem']": (e188, 14, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.async_mode) == 'string')": (e189, 13, ('config', 'framework')),
+    'config.checkpoint.async_mode': (e190, 3, ('config',)),
+    "'model' not in config.checkpoint.exclude_from_loading and (framework_version != 'main@b5bcd76c6' or 'optimizer' not in config.checkpoint.exclude_from_loading or 'lr_scheduler' in config.checkpoint.exclude_from_loading)": (e191, 21, ('config', 'framework_version')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint.exclude_from_loading) == 'list')": (e192, 13, ('config', 'framework')),
+    'config.checkpoint.exclude_from_loading': (e193, 3, ('config',)),
+    "'the model is what a checkpoint restores: ' if 'model' in config.checkpoint.exclude_from_loading else 'the learning-rate schedulers hold the optimizers: '": (e194, 8, ('config',)),
+    '"model key shouldn\'t be in exclude_from_loading." if \'model\' in config.checkpoint.exclude_from_loading else \'lr_scheduler must be excluded when optimizer is excluded.\'': (e195, 8, ('config',)),
+    '\'drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)\' if \'model\' in config.checkpoint.exclude_from_loading else \'add "lr_scheduler" to exclude_from_loading\'': (e196, 8, ('config',)),
+    'ep == 1 and pp == 1': (e197, 7, ('ep', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.optimizer.early_step_in_backward == true)": (e198, 11, ('config', 'framework')),
+    "'expert_parallel_degree = ' + str(ep) if ep > 1 else 'pipeline_parallel_degree = ' + str(pp)": (e199, 12, ('ep', 'pp')),
+    "'Expert' if ep > 1 else 'Pipeline'": (e200, 6, ('ep',)),
+    "'expert_parallel_degree' if ep > 1 else 'pipeline_parallel_degree'": (e201, 6, ('ep',)),
+    'config.quantize.linear.float8.enable_fsdp_float8_all_gather != true': (e202, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.float8' in config.model.converters and config.quantize.linear.float8.recipe_name != null)": (e203, 26, ('config', 'framework')),
+    'config.quantize.linear.float8.recipe_name': (e204, 5, ('config',)),
+    'pp == 1 and cp == 1': (e205, 7, ('cp', 'pp')),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.grouped_mm.float8' in config.model.converters)": (e206, 18, ('config', 'framework')),
+    "'pipeline_parallel_degree = ' + str(pp) if pp > 1 else 'context_parallel_degree = ' + str(cp)": (e207, 12, ('cp', 'pp')),
+    "'pipeline' if pp > 1 else 'context'": (e208, 6, ('pp',)),
+    "'pipeline_parallel_degree' if pp > 1 else 'context_parallel_degree'": (e209, 6, ('pp',)),
+    'tp == 1': (e210, 3, ('tp',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list' and 'quantize.linear.mx' in config.model.converters and config.compile.enable == true and 'model' in config.compile.components)": (e211, 30, ('config', 'framework')),
+    "not (any([c in ['quantize.linear.float8', 'quantize.grouped_mm.float8'] for c in config.model.converters]) and any([c in ['quantize.linear.mx', 'quantize.grouped_mm.mx'] for c in config.model.converters]))": (e212, 22, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (type(config.model.converters) == 'list')": (e213, 12, ('config', 'framework')),
+    'config.model.converters': (e214, 3, ('config',)),
+    'batch == 1': (e215, 3, ('batch',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (config.dataloader.repeat == false)": (e216, 11, ('config', 'framework')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(config.checkpoint) == 'table' and config.checkpoint['class'] != null)": (e217, 19, ('config', 'framework')),
+    '[x for x in [[strip(config.checkpoint.folder) == \'\', \'checkpoint.folder\', "ValueError: The \'folder\' field cannot be empty.", "name a folder (the default is \'checkpoint\')", config.checkpoint.folder], [config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\' and not startswith(strip(config.checkpoint.initial_load_path), \'/\') and not (\'://\' in config.checkpoint.initial_load_path), \'checkpoint.initial_load_path\', "ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)", "write an absolute path (/...) or a remote URI (gs://..., s3://...)", config.checkpoint.initial_load_path], [config.checkpoint.interval < 1, \'checkpoint.interval\', "ValueError: Checkpoint interval needs to be at least 1 step.", "use interval >= 1", config.checkpoint.interval], [config.checkpoint.keep_latest_k < 0, \'checkpoint.keep_latest_k\', "ValueError: keep_latest_k cannot be negative.", "use keep_latest_k = 0 (keep all) or >= 2", config.checkpoint.keep_latest_k], [config.checkpoint.initial_load_in_hf_quantized == true and not (config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and config.checkpoint.initial_load_path != \'\'), \'checkpoint.initial_load_in_hf_quantized\', "ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.", "set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized", config.checkpoint.initial_load_in_hf_quantized], [config.checkpoint.last_save_in_hf == true and \'://\' in config.checkpoint.folder, \'checkpoint.folder|checkpoint.last_save_in_hf\', "ValueError: last_save_in_hf is not supported with a remote checkpoint.folder", "save in DCP format to a remote folder, or in Hugging Face format to a local one", config.checkpoint.folder], [config.checkpoint.initial_load_in_hf == true and config.checkpoint.initial_load_path != null and \'://\' in config.checkpoint.initial_load_path, \'checkpoint.initial_load_path\', "ValueError: initial_load_in_hf is not supported with a remote initial_load_path", "copy the Hugging Face checkpoint to a local path", config.checkpoint.initial_load_path]] if x[0]]': (e218, 149, ('config',)),
+    'item[4]': (e219, 3, ('item',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.create_seed_checkpoint == true and config.comm.mode != 'local_tensor')": (e220, 17, ('config', 'framework')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.keep_latest_k != null and (framework_version != '0.2.x' or config.checkpoint.enable == true))": (e221, 21, ('config', 'framework', 'framework_version')),
+    "framework.id in ['torchtitan@0.2.x'] and (framework_version != '0.2.x' or config.checkpoint.enable == true)": (e222, 15, ('config', 'framework', 'framework_version')),
+    "config.model.name != 'flux' and config.compile.enable == true and 'model' in config.compile.components": (e223, 17, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'memory_budget')": (e224, 11, ('config', 'framework')),
+    "'model flux (its parallelize never compiles the model for it)' if config.model.name == 'flux' else 'compile.enable = ' + str(config.compile.enable) + ' and compile.components = [' + join(config.compile.components) + ']'": (e225, 22, ('config',)),
+    '\'use mode = "full" or "selective" on flux\' if config.model.name == \'flux\' else \'set [compile] enable = true with "model" in components, or use mode = "full" or "selective"\'': (e226, 8, ('config',)),
+    "config.activation_checkpoint.selective_ac_option == 'op' or isdigit(config.activation_checkpoint.selective_ac_option)": (e227, 10, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.activation_checkpoint.mode == 'selective')": (e228, 11, ('config', 'framework')),
+    'config.activation_checkpoint.selective_ac_option': (e229, 3, ('config',)),
+    'config.checkpoint.initial_load_in_hf == true': (e230, 5, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.checkpoint.enable == true and config.checkpoint.initial_load_in_hf_quantized == true)": (e231, 17, ('config', 'framework')),
+    'ep != null and ep > 1 and (etp == null or etp <= 1)': (e232, 15, ('ep', 'etp')),
+    "framework.id in ['torchtitan@0.2.x'] and (config.parallelism.expert_parallel_comm_backend == 'deepep' and config.model.name in ['llama4', 'deepseek_v3'])": (e233, 19, ('config', 'framework')),
+    "'expert_parallel_degree = ' + str(ep) if ep == null or ep <= 1 else 'expert_tensor_parallel_degree = ' + str(etp)": (e234, 16, ('ep', 'etp')),
+    'config.model.name': (e235, 3, ('config',)),
+    "'ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.' if ep == null or ep <= 1 else 'NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.'": (e236, 10, ('ep',)),
+    '\'set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"\' if ep == null or ep <= 1 else \'set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"\'': (e237, 10, ('ep',)),
+    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise') in ['rowwise', 'rowwise_with_gw_hp']": (e238, 11, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.model.name == 'deepseek_v3' and tp != null and tp > 1 and type(config.model.converters) == 'list' and 'float8' in config.model.converters)": (e239, 32, ('config', 'framework', 'tp')),
+    "coalesce(config.quantize.linear.float8.recipe_name, 'tensorwise, the default')": (e240, 7, ('config',)),
+    "config.activation_checkpoint.mode == 'none'": (e241, 5, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.model.name in ['llama4', 'qwen3', 'deepseek_v3', 'gpt_oss'] and ep != null and ep > 1 and pp != null and pp > 1 and config.parallelism.pipeline_parallel_expert_parallel_overlap == true and lower(config.parallelism.pipeline_parallel_schedule) == 'dualpipev')": (e242, 44, ('config', 'ep', 'framework', 'pp')),
+    'config.parallelism.pipeline_parallel_schedule': (e243, 3, ('config',)),
+    'config.activation_checkpoint.mode': (e244, 3, ('config',)),
+    "config.activation_checkpoint['class'] != 'SelectiveAC.Config'": (e245, 6, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.debug.spmd_typechecking == true and parallelism.spmd_backend == 'spmd_types' and model.attn_backend in ['flex', 'flex_flash'])": (e246, 27, ('config', 'framework', 'model', 'parallelism', 'trainer')),
+    "config.activation_checkpoint['class'] == 'FullAC.Config' or ('memory_policy' in keys(config.compile) and coalesce(config.compile.memory_policy, 'none') == 'full')": (e247, 20, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and ep != null and ep > 1)": (e248, 25, ('ep', 'framework', 'model', 'trainer')),
+    "coalesce(config.activation_checkpoint['class'], 'none')": (e249, 6, ('config',)),
+    'tokens % shards == 0': (e250, 5, ('shards', 'tokens')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e251, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
+    'cp * tp': (e252, 3, ('cp', 'tp')),
+    'shards': (e253, 1, ('shards',)),
+    'shards * max(1, tokens // shards)': (e254, 7, ('shards', 'tokens')),
+    'shards * (tokens // shards + 1)': (e255, 7, ('shards', 'tokens')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.is_moe and backend in ['deepep', 'hybridep', 'minimal_async_ep'] and shards > 1 and tokens % sp_cp == 0)": (e256, 28, ('backend', 'framework', 'model', 'shards', 'sp_cp', 'tokens', 'trainer')),
+    "config.parallelism.context_parallel_load_balancer in ['headtail', 'ptrr']": (e257, 7, ('config',)),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer != null and config.parallelism.context_parallel_load_balancer != '')": (e258, 21, ('config', 'cp', 'framework')),
+    'config.parallelism.context_parallel_load_balancer': (e259, 3, ('config',)),
+    'not bad_vision and not bad_linear': (e260, 5, ('bad_linear', 'bad_vision')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and tp > 1)": (e261, 13, ('framework', 'tp', 'trainer')),
+    "model.family in ['kimi', 'muse_glimmer'] and model.vision_n_heads != null and model.vision_n_heads % tp != 0": (e262, 18, ('model', 'tp')),
+    'model.linear_key_heads != null and model.linear_value_heads != null and (model.linear_key_heads % tp != 0 or model.linear_value_heads % tp != 0)': (e263, 23, ('model', 'tp')),
+    'model.vision_n_heads if bad_vision else gcd(model.linear_key_heads, model.linear_value_heads)': (e264, 9, ('bad_vision', 'model')),
+    '[t for t in (choices.tp if choices != null else divisors(limit)) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and limit % t == 0]': (e265, 27, ('choices', 'gpus_per_node', 'limit')),
+    "'vision encoder has ' + str(model.vision_n_heads) + ' heads' if bad_vision else 'gated DeltaNet layers have ' + str(model.linear_key_heads) + ' key and ' + str(model.linear_value_heads) + ' value heads'": (e266, 22, ('bad_vision', 'model')),
+    "'asserts: vision num_heads (' + str(model.vision_n_heads) + ') must be divisible by TP degree (' + str(tp) + ')' if bad_vision and model.family == 'muse_glimmer' else ('raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide vision num_heads (' + str(model.vision_n_heads) + ').' if bad_vision else 'raises ValueError: tensor_parallel_degree (' + str(tp) + ') must divide n_key_heads (' + str(model.linear_key_heads) + ') and n_value_heads (' + str(model.linear_value_heads) + ').')": (e267, 51, ('bad_vision', 'model', 'tp')),
+    'training.max_context_length <= model.rope_max_len': (e268, 5, ('model', 'training')),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and model.rope_max_len != null and training.max_context_length != null)": (e269, 18, ('framework', 'model', 'trainer', 'training')),
+    'training.max_context_length': (e270, 2, ('training',)),
+    'model.rope_max_len': (e271, 2, ('model',)),
+    'training.seq_len <= model.rope_max_len': (e272, 5, ('model', 'training')),
+    "framework.id in ['torchtitan@0.3.0'] and (trainer.runs_trainer and model.rope_max_len != null and training.seq_len != null)": (e273, 18, ('framework', 'model', 'trainer', 'training')),
+    'model.validator == true': (e274, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (config.validation.enable == true and model.validator != null)": (e275, 16, ('config', 'framework', 'model')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.num_mtp_layers != null and model.num_mtp_layers > 0)": (e276, 16, ('framework', 'model')),
+    'model.num_mtp_layers': (e277, 2, ('model',)),
+    'keys.pp if pp > 1 else keys.cp': (e278, 8, ('keys', 'pp')),
+    "'use pipeline_parallel_degree = 1' if pp > 1 else 'use context_parallel_degree = 1'": (e279, 6, ('pp',)),
+    "' and context_parallel_degree = 1' if pp > 1 and cp > 1 else ''": (e280, 10, ('cp', 'pp')),
+    "config.compile.backend in ['inductor', 'aot_eager']": (e281, 7, ('config',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer and config.compile['class'] == 'CompileConfig' and config.compile.enable == true and type(config.compile.components) == 'list' and 'model' in config.compile.components and model.attn_backend in ['flex', 'flex_flash'] and config.compile.backend != null)": (e282, 48, ('config', 'framework', 'model', 'trainer')),
+    'config.compile.backend': (e283, 3, ('config',)),
+    "parallelism.spmd_backend == 'spmd_types' and parallelism.enable_sequence_parallel == true": (e284, 9, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (model.tp_gemm_backend == 'dist_gemm' and parallelism.spmd_backend != null and parallelism.enable_sequence_parallel != null)": (e285, 21, ('framework', 'model', 'parallelism')),
+    '\'spmd_backend = "\' + parallelism.spmd_backend + \'"\' if parallelism.spmd_backend != \'spmd_types\' else \'enable_sequence_parallel = false\'': (e286, 12, ('parallelism',)),
+    "'parallelism.spmd_backend=spmd_types' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e287, 7, ('parallelism',)),
+    "'parallelism.spmd_backend' if parallelism.spmd_backend != 'spmd_types' else 'parallelism.enable_sequence_parallel'": (e288, 7, ('parallelism',)),
+    '\'use spmd_backend = "spmd_types" (the default)\' if parallelism.spmd_backend != \'spmd_types\' else \'set enable_sequence_parallel = True (the default)\'': (e289, 7, ('parallelism',)),
+    "parallelism.spmd_backend != 'full_dtensor'": (e290, 4, ('parallelism',)),
+    "framework.id in ['torchtitan@0.3.0'] and (model.is_moe and model.moe_comm_backend == 'minimal_async_ep' and parallelism.spmd_backend != null)": (e291, 18, ('framework', 'model', 'parallelism')),
+    'model.registered == true': (e292, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (model.registered != null and config.experimental.custom_import == '')": (e293, 16, ('config', 'framework', 'model')),
+    "(sdpa_only and model.attn_type == 'sdpa') or (llama3_args and model.attn_type != 'varlen')": (e294, 13, ('llama3_args', 'model', 'sdpa_only')),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and model.attn_type != null and (sdpa_only or llama3_args))": (e295, 18, ('cp', 'framework', 'llama3_args', 'model', 'sdpa_only')),
+    "model.name in ['deepseek_v3', 'autoparallel.deepseek_v3', 'compiler_toolkit.deepseek_v3', 'simple_fsdp.deepseek_v3', 'llama4', 'qwen3']": (e296, 10, ('model',)),
+    "model.name in ['llama3', 'llama3_ft', 'autoparallel.llama3', 'compiler_toolkit.llama3', 'simple_fsdp.llama3']": (e297, 9, ('model',)),
+    'model.attn_type': (e298, 2, ('model',)),
+    "'Context Parallel only supports SDPA attention.' if sdpa_only else 'Context Parallel only supports SDPA and FlexAttention.'": (e299, 4, ('sdpa_only',)),
+    "'sdpa' if sdpa_only else 'sdpa or flex'": (e300, 4, ('sdpa_only',)),
+    "framework.id in ['torchtitan@0.3.0']": (e301, 5, ('framework',)),
+    '[x for x in ([[len(sources) > 0 and any([v != infinite[0] for v in infinite]), \'ValueError: All data sources must have the same \' + chr_q + \'infinite\' + chr_q + \' setting (\' + join([names[i] + \': infinite=\' + (\'True\' if infinite[i] else \'False\') for i in range(len(sources))], \', \') + \')\', \'give every source the same infinite= (the default is True)\', cfg], [any([type(w) in [\'int\', \'float\'] and w < 0 for w in weights]), \'ValueError: All weights must be non-negative (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'use weights >= 0; a weight is a source\' + chr_q + \'s share of the tokens\', build], [len(sources) > 0 and all([type(w) in [\'int\', \'float\'] and w >= 0 for w in weights]) and sum(weights) == 0, \'ValueError: Sum of weights must be positive (weights [\' + join([str(w) for w in weights], \', \') + \'])\', \'give at least one source a weight > 0\', build], [type(config.dataloader.stopping_strategy) == \'string\' and config.dataloader.stopping_strategy not in [\'on_first_exhausted\', \'all_exhausted\'], \'ValueError: stopping_strategy must be \' + chr_q + \'on_first_exhausted\' + chr_q + \' or \' + chr_q + \'all_exhausted\' + chr_q + \', got \' + chr_q + str(config.dataloader.stopping_strategy) + chr_q, \'use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"\', build]] if readable else []) if x[0]]': (e302, 164, ('build', 'cfg', 'chr_q', 'config', 'infinite', 'names', 'readable', 'sources', 'weights')),
+    'config.dataloader.sources': (e303, 3, ('config',)),
+    '[coalesce(s.weight, 1) for s in sources]': (e304, 6, ('sources',)),
+    '[coalesce(s.infinite, true) for s in sources]': (e305, 6, ('sources',)),
+    "[str(coalesce(s.dataset, s.dataset_path, '')) for s in sources]": (e306, 9, ('sources',)),
+    "'when it builds the config (the Config' + chr_q + 's __post_init__)'": (e307, 5, ('chr_q',)),
+    "'when the trainer builds the dataloader (InterleavedDataset), before the first step'": (e308, 1, ()),
+    "framework.id == 'torchtitan@0.3.0' and config.dataloader.class in ['InterleavedHuggingFaceTextDataLoader.Config', 'InterleavedChatDataLoader.Config'] and type(sources) == 'list' and all([type(s) == 'table' for s in sources])": (e309, 25, ('config', 'framework', 'sources')),
+    'config.dataloader.class': (e310, 3, ('config',)),
+    "join(names, ', ')": (e311, 3, ('names',)),
+    'len(unknown) == 0': (e312, 4, ('unknown',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (config.checkpoint.enable == true and type(config.checkpoint.exclude_from_loading) == 'list' and (framework_version == '0.2.x' or config.checkpoint.class == 'CheckpointManager.Config'))": (e313, 30, ('config', 'framework', 'framework_version')),
+    "['model', 'optimizer', 'lr_scheduler', 'dataloader', 'train_state']": (e314, 6, ()),
+    '[k for k in config.checkpoint.exclude_from_loading if k not in states]': (e315, 8, ('config', 'states')),
+    '[str(k) for k in config.checkpoint.exclude_from_loading]': (e316, 6, ('config',)),
+    "join(exclude, ', ')": (e317, 3, ('exclude',)),
+    "join(unknown, ', ')": (e318, 3, ('unknown',)),
+    "'is not a state' if len(unknown) == 1 else 'are not states'": (e319, 7, ('unknown',)),
+    "join(states, ', ')": (e320, 3, ('states',)),
+    'unknown[0]': (e321, 3, ('unknown',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6']": (e322, 5, ('framework',)),
+    "([x for x in [['checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'checkpoint.folder (under dump_folder)', folder, 'checkpoint.folder' if '://' in config.checkpoint.folder or '://' not in config.dump_folder else 'dump_folder'], ['checkpoint.initial_load_path', config.checkpoint.initial_load_path, 'checkpoint.initial_load_path']] if type(x[1]) == 'string' and x[1] != '' and '://' in x[1]]) if applies else []": (e323, 58, ('applies', 'config', 'folder')),
+    "config.checkpoint.folder if '://' in config.checkpoint.folder or startswith(config.checkpoint.folder, '/') or '://' not in config.dump_folder else config.dump_folder + '/' + config.checkpoint.folder": (e324, 28, ('config',)),
+    "framework.id == 'torchtitan@main@b5bcd76c6' and config.checkpoint.class == 'TorchCheckpointingManager.Config' and config.checkpoint.enable == true and type(config.checkpoint.folder) == 'string' and type(config.dump_folder) == 'string'": (e325, 29, ('config', 'framework')),
+    "'checkpoint.initial_load_path' if item[2] == 'checkpoint.initial_load_path' else 'checkpoint.folder'": (e326, 8, ('item',)),
+    "framework.id in ['torchtitan@0.2.x', 'torchtitan@0.3.0']": (e327, 6, ('framework',)),
+    '[[x[0], x[1], x[2], x[3], x[4], lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]] for x in plain + srcs + val + v02 if (lower(x[1]) if datasets.registries[x[2]].lowercased else x[1]) not in datasets.registries[x[2]].names]': (e328, 62, ('datasets', 'plain', 'srcs', 'v02', 'val')),
+    "framework_version == '0.3.0' and type(config.dataloader) == 'table'": (e329, 9, ('config', 'framework_version')),
+    "[['dataloader.dataset', config.dataloader.dataset, datasets.loaders[config.dataloader.class], config.dataloader.class, 'dataloader.dataset']] if reg and config.dataloader.class in keys(datasets.loaders) and type(config.dataloader.dataset) == 'string' else []": (e330, 34, ('config', 'datasets', 'reg')),
+    "[['dataloader.sources', s[i].dataset, datasets.source_loaders[config.dataloader.class], config.dataloader.class, 'dataloader.sources[' + str(i) + '].dataset'] for i in range(0, len(s)) if type(s[i]) == 'table' and type(s[i].dataset) == 'string'] if reg and config.dataloader.class in keys(datasets.source_loaders) and type(config.dataloader.sources) == 'list' else []": (e331, 58, ('config', 'datasets', 'reg', 's')),
+    "[['validator.dataloader.dataset', config.validator.dataloader.dataset, datasets.loaders[config.validator.dataloader.class], config.validator.dataloader.class + ' (the validator)', 'validator.dataloader.dataset']] if framework_version == '0.3.0' and type(config.validator) == 'table' and config.validator.enable == true and type(config.validator.dataloader) == 'table' and config.validator.dataloader.class in keys(datasets.loaders) and type(config.validator.dataloader.dataset) == 'string' else []": (e332, 62, ('config', 'datasets', 'framework_version')),
+    "[['training.dataset', config.training.dataset, datasets.models[config.model.name], 'model ' + config.model.name, 'training.dataset']] if framework_version == '0.2.x' and type(config.model.name) == 'string' and config.model.name in keys(datasets.models) and type(config.training.dataset) == 'string' else []": (e333, 45, ('config', 'datasets', 'framework_version')),
+    "join(datasets.registries[item[2]].names, ', ')": (e334, 9, ('datasets', 'item')),
+    'item[5]': (e335, 3, ('item',)),
+    "[] if framework_version != 'main@b5bcd76c6' else [['ValueError: num_packing_bins must be positive (num_packing_bins = ' + str(n.num_packing_bins) + ')', 'when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)', 'use num_packing_bins >= 1 (the default is 8)'] for n in nodes if 'num_packing_bins' in keys(n) and type(n.num_packing_bins) == 'int' and n.num_packing_bins <= 0] + [['ValueError: DatasetMixConfig requires finite, positive-weight datasets (' + ('no datasets' if len(n.datasets) == 0 else 'weights ' + join([str(d.weight) if 'weight' in keys(d) else '1.0' for d in n.datasets], ', ')) + ')', 'when the trainer builds the dataloader (DatasetMixConfig.build), before the first step', 'give the mix at least one dataset' if len(n.datasets) == 0 else 'give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and ((len(n.datasets) == 0 and n['class'] == 'DatasetMixConfig') or any([type(d) == 'table' and 'weight' in keys(d) and type(d.weight) in ['int', 'float'] and (str(d.weight) in ['inf', '-inf', 'nan'] or d.weight <= 0) for d in n.datasets]))] + [['TypeError: DatasetConcatConfig requires map-style children (it has none)', 'when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step', 'give the concatenation at least one map-style dataset (a random-access source)'] for n in nodes if 'datasets' in keys(n) and type(n.datasets) == 'list' and len(n.datasets) == 0 and n['class'] == 'DatasetConcatConfig'] + [['ValueError: first-class Hugging Face fields repeated in kwargs: [' + join([chr_q + k + chr_q for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ']', 'when it builds the config (the Hugging Face source Config' + chr_q + 's __post_init__)', 'pass ' + join([k for k in sorted(keys(n.source.load_dataset_kwargs)) if k in hf], ', ') + ' as the source' + chr_q + 's own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'] for n in nodes if 'source' in keys(n) and type(n.source) == 'table' and 'load_dataset_kwargs' in keys(n.source) and type(n.source.load_dataset_kwargs) == 'table' and any([k in hf for k in keys(n.source.load_dataset_kwargs)])]": (e336, 241, ('chr_q', 'framework_version', 'hf', 'nodes')),
+    "config.dataloader.dataset if type(config.dataloader) == 'table' and 'dataset' in keys(config.dataloader) and type(config.dataloader.dataset) == 'table' else null": (e337, 23, ('config',)),
+    "(d.dataset if type(d) == 'table' and 'dataset' in keys(d) and type(d.dataset) == 'table' else null)": (e338, 19, ('d',)),
+    "(d2.dataset if type(d2) == 'table' and 'dataset' in keys(d2) and type(d2.dataset) == 'table' else null)": (e339, 19, ('d2',)),
+    "(d3.dataset if type(d3) == 'table' and 'dataset' in keys(d3) and type(d3.dataset) == 'table' else null)": (e340, 19, ('d3',)),
+    "[c for c in [d, d2, d3, d4] if type(c) == 'table']": (e341, 11, ('d', 'd2', 'd3', 'd4')),
+    "[x for x in ([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list'][0] if len([c.datasets for c in chain if 'datasets' in keys(c) and type(c.datasets) == 'list']) > 0 else []) if type(x) == 'table']": (e342, 41, ('chain',)),
+    "chain + items + [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] + [y.dataset for y in [x.dataset for x in items if 'dataset' in keys(x) and type(x.dataset) == 'table'] if 'dataset' in keys(y) and type(y.dataset) == 'table']": (e343, 46, ('chain', 'items')),
+    "['split', 'name', 'revision', 'streaming']": (e344, 5, ()),
+    "order in ['block', 'raster'] and not (mrope and order != 'block')": (e345, 12, ('mrope', 'order')),
+    "framework.id in ['torchtitan@0.3.0'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e346, 21, ('config', 'framework', 'mrope', 'order')),
+    "config.dataloader if framework_version == '0.3.0' and config.dataloader.class == 'MMDataLoader.Config' else null": (e347, 13, ('config', 'framework_version')),
+    "(c.patch_order if 'patch_order' in keys(c) and c.patch_order != null else 'block') if type(c) == 'table' else null": (e348, 19, ('c',)),
+    "(c.build_mrope_positions if 'build_mrope_positions' in keys(c) and c.build_mrope_positions != null else false) if type(c) == 'table' else null": (e349, 19, ('c',)),
+    "'dataloader'": (e350, 1, ()),
+    'where': (e351, 1, ('where',)),
+    'order': (e352, 1, ('order',)),
+    "' with build_mrope_positions = True' if mrope else ''": (e353, 4, ('mrope',)),
+    "'patch_order must be ' + chr_q + 'block' + chr_q + ' or ' + chr_q + 'raster' + chr_q + ', got ' + chr_q + order + chr_q if order not in ['block', 'raster'] else 'MRoPE requires patch_order=' + chr_q + 'block' + chr_q + ', got ' + chr_q + order + chr_q": (e354, 44, ('chr_q', 'order')),
+    '\'use patch_order="block" (the default) or "raster"\' if order not in [\'block\', \'raster\'] else \'use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE\'': (e355, 8, ('order',)),
+    "framework.id in ['torchtitan@main@b5bcd76c6'] and (type(config.dataloader) == 'table' and type(order) == 'string' and type(mrope) == 'bool')": (e356, 21, ('config', 'framework', 'mrope', 'order')),
+    "config.dataloader.collator if framework_version == 'main@b5bcd76c6' and 'collator' in keys(config.dataloader) and type(config.dataloader.collator) == 'table' and ('patch_order' in keys(config.dataloader.collator) or 'build_mrope_positions' in keys(config.dataloader.collator)) else null": (e357, 35, ('config', 'framework_version')),
+    "'dataloader.collator'": (e358, 1, ()),
+    'len(bad) == 0': (e359, 4, ('bad',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and any([c.kind == 'lora' for c in model.converters]))": (e360, 21, ('framework', 'model')),
+    "[c for c in model.converters if c.kind == 'lora' and 'rank' in c and type(c.rank) in ['int', 'float', 'null'] and c.rank <= 0]": (e361, 26, ('model',)),
+    'bad[0].class': (e362, 4, ('bad',)),
+    'bad[0].rank': (e363, 4, ('bad',)),
+    'len(late) == 0': (e364, 4, ('late',)),
+    'model.converters': (e365, 2, ('model',)),
+    "[i for i in range(len(conv)) if conv[i].kind == 'lora']": (e366, 11, ('conv',)),
+    "[conv[i] for i in range(len(conv)) if len(loras) > 0 and i > loras[0] and conv[i].kind == 'quantization']": (e367, 24, ('conv', 'loras')),
+    'late[0].class': (e368, 4, ('late',)),
+    'conv[loras[0]].class': (e369, 6, ('conv', 'loras')),
+    'join([c.class for c in late])': (e370, 5, ('late',)),
+    "model.moe_comm_backend not in ['deepep', 'minimal_async_ep']": (e371, 6, ('model',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (type(model.converters) == 'list' and model.is_moe == true and model.moe_comm_backend != null and any([c.pads_dispatcher == true for c in model.converters]))": (e372, 31, ('framework', 'model')),
+    '[c for c in model.converters if c.pads_dispatcher == true]': (e373, 8, ('model',)),
+    'padding[0].class': (e374, 4, ('padding',)),
+    'padding[0].name': (e375, 4, ('padding',)),
+    'not missing and not unknown_key': (e376, 5, ('missing', 'unknown_key')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (trainer.runs_trainer != false and cp > 1 and lb == 'ptrr' and model.attn_masks == 'dict' and model.attn_backend in ['flex', 'flex_flash'])": (e377, 31, ('cp', 'framework', 'lb', 'model', 'trainer')),
+    'config.parallelism.context_parallel_ptrr_mask_key': (e378, 3, ('config',)),
+    "any(['context_parallel_ptrr_mask_key' in u.key or u.key == 'parallelism' or 'parallelism.*' in u.key or u.key == '' for u in unreadable])": (e379, 22, ('unreadable',)),
+    'mask_key == null and not key_unread': (e380, 6, ('key_unread', 'mask_key')),
+    'mask_key != null and model.attn_mask_keys != null and mask_key not in model.attn_mask_keys': (e381, 13, ('mask_key', 'model')),
+    '\'context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key\' if missing else \'context_parallel_ptrr_mask_key = "\' + mask_key + \'"\'': (e382, 8, ('mask_key', 'missing')),
+    "' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else ''": (e383, 13, ('model',)),
+    '\'PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.\' if missing else \'context_parallel_ptrr_mask_key \' + "\'" + mask_key + "\'" + \' is not a key in attention_masks.\'': (e384, 12, ('mask_key', 'missing')),
+    "'parallelism.context_parallel_ptrr_mask_key' if unknown_key else 'parallelism.context_parallel_load_balancer'": (e385, 4, ('unknown_key',)),
+    "'set context_parallel_ptrr_mask_key to the mask the balancer is built from' + (' (' + join(model.attn_mask_keys) + ')' if model.attn_mask_keys != null else '') if missing else 'name one of the masks the model builds: ' + join(model.attn_mask_keys)": (e386, 22, ('missing', 'model')),
+    "model.attn_type != 'sdpa'": (e387, 4, ('model',)),
+    "framework.id in ['torchtitan@0.2.x'] and (cp > 1 and config.parallelism.context_parallel_load_balancer == 'ptrr' and model.attn_type != null)": (e388, 20, ('config', 'cp', 'framework', 'model')),
+    'len(hits) == 0': (e389, 4, ('hits',)),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6'] and (not lora_before and (call == null or upto > 0))": (e390, 17, ('call', 'framework', 'lora_before', 'upto')),
+    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter] if type(model.converters) == 'list' else []": (e391, 21, ('model', 'params')),
+    'model.converters[item]': (e392, 4, ('item', 'model')),
+    'conv.fqns_call': (e393, 2, ('conv',)),
+    'int(call.num_layers - (-((-(call.num_layers * call.bf16_tail_fraction)) // 1))) if call != null else 0': (e394, 18, ('call',)),
+    "(['layers.' + str(i) + '.' for i in range(upto)] if call != null else conv.fqns) if 'fqns' in conv else []": (e395, 20, ('call', 'conv', 'upto')),
+    '[e for e in model.linears if e.in_features % params.block != 0 or e.out_features % params.block != 0]': (e396, 19, ('model', 'params')),
+    '[[e.order[k], e.fqns[k], e.in_features, e.out_features, e.fqn] for e in bad for k in range(len(e.fqns)) if len(targets) == 0 or any([t in e.fqns[k] for t in targets])]': (e397, 35, ('bad', 'targets')),
+    'min([h[0] for h in hits])': (e398, 6, ('hits',)),
+    '[h for h in hits if h[0] == first_at][0]': (e399, 10, ('first_at', 'hits')),
+    "'in_features' if first[2] % params.block != 0 else 'out_features'": (e400, 11, ('first', 'params')),
+    'sorted([e.fqn for e in bad if any([h[4] == e.fqn for h in hits])])': (e401, 14, ('bad', 'hits')),
+    "any([model.converters[j].kind == 'lora' for j in range(item)])": (e402, 11, ('item', 'model')),
+    "len(targets) == 0 and any([h[1] == 'lm_head' for h in hits]) and len([h for h in hits if h[1] != 'lm_head']) == 0": (e403, 25, ('hits', 'targets')),
+    'true': (e404, 1, ()),
+    'conv.class': (e405, 2, ('conv',)),
+    '\'fqns=[\' + join([\'"\' + t + \'"\' for t in conv.fqns]) + \']\' if call == null and \'fqns\' in conv else (\'fqns=nvfp4_bf16_tail_fqns(\' + str(call.num_layers) + \', \' + str(call.bf16_tail_fraction) + \'): layers 0-\' + str(upto - 1) if call != null else \'no fqns: every Linear\')': (e406, 44, ('call', 'conv', 'upto')),
+    "plural(len(hits), 'Linear')": (e407, 4, ('hits',)),
+    'params.block': (e408, 2, ('params',)),
+    'join(patterns)': (e409, 2, ('patterns',)),
+    'first[1]': (e410, 3, ('first',)),
+    'first[2]': (e411, 3, ('first',)),
+    'first[3]': (e412, 3, ('first',)),
+    'which': (e413, 1, ('which',)),
+    "first[2] if which == 'in_features' else first[3]": (e414, 10, ('first', 'which')),
+    'n - num_bf16 > 0': (e415, 5, ('n', 'num_bf16')),
+    "framework.id in ['torchtitan@0.3.0', 'torchtitan@main@b5bcd76c6']": (e416, 6, ('framework',)),
+    "[i for i in range(len(model.converters)) if model.converters[i].name == params.converter and model.converters[i].fqns_call != null] if type(model.converters) == 'list' else []": (e417, 29, ('model', 'params')),
+    'model.converters[item].fqns_call': (e418, 5, ('item', 'model')),
+    'call.num_layers': (e419, 2, ('call',)),
+    'call.bf16_tail_fraction': (e420, 2, ('call',)),
+    'int(-((-(n * f)) // 1))': (e421, 8, ('f', 'n')),
+    "str(f) + ('.0' if type(f) == 'float' and f == int(f) else '')": (e422, 15, ('f',)),
+    'n': (e423, 1, ('n',)),
+    'f_text': (e424, 1, ('f_text',)),
+    'model.converters[item].class': (e425, 5, ('item', 'model')),
+    'num_bf16': (e426, 1, ('num_bf16',)),
+    "' of ' + call.layers_of.name + ' ' + call.layers_of.flavor if call.layers_of != null else ''": (e427, 17, ('call',)),
+    'call.line': (e428, 2, ('call',)),
+    "'use a bf16_tail_fraction of at most ' + str(n - 1) + '/' + str(n) + ' (0.15 keeps the last ' + str(int(-((-(n * 0.15)) // 1))) + ' of ' + str(n) + ' layers in bf16), or' if n > 1 else 'with one layer there is no tail to keep:'": (e429, 35, ('n',)),
 }
