@@ -35,6 +35,7 @@ STATIC = frozenset({
     "gpus_per_node", "gpus_per_node_source", "nodes", "placement", "problems", "unknown_keys", "near_misses",
     "max_degree", "topology_conflicts", "srun_idle", "directive_problems", "model", "train", "training", "parallelism",
     "compile", "vlm", "memory", "keys", "params", "item", "trainer", "refusals", "kept_values", "unmodelled", "config", "launch", "video",
+    "ignored_keys", "written_for",  # the keys the file writes, whatever the degrees
     "eval", "datasets",
     "accelerate",  # its launcher settings, sp and key paths: the search varies dp_replicate, dp_shard, cp and tp only
     "world_candidates",
