@@ -201,7 +201,9 @@ def test_prewritten_conditions_are_current_and_translate_alike():
         data = json.loads(Path(schema_data.load(framework, version).path).read_text(encoding="utf-8"))
         assert json.dumps(module.DATA) == json.dumps(data)  # the file's content, keys in the file's order
         texts = schema_compiled.texts(data)
-        assert texts and set(texts) >= set(module.COMPILED)
+        # a schema without checks (torchtitan 0.1.0's dataclasses have no __post_init__) has no texts
+        has_checks = any(c.get("checks") for c in data["classes"].values())
+        assert (bool(texts) or not has_checks) and set(texts) >= set(module.COMPILED)
         missing = [t for t in texts if t not in module.COMPILED]
         assert not missing, missing  # every constant of these schemas writes as a literal
         for text, fn in module.COMPILED.items():
