@@ -89,10 +89,12 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
 def _written_for(dialect: str, unknown: list) -> dict | None:
     """The other TOML-era version of which every key unknown here is a key (a v0.1.0 config read as 0.2.x):
     {version, keys}, or None. The later version wins a tie: its keys are the ones written today."""
+    if not unknown:  # most configs: nothing to weigh, no table to import
+        return None
     from meshlint.frameworks.registry import TOML_ERA
 
     era = TOML_ERA.get(dialect, ())
-    if not unknown or not era:
+    if not era:
         return None
     common = set(era)
     for item in unknown:

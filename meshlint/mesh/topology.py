@@ -89,7 +89,6 @@ class Topology:
         self.placement = placement
         self.conflicts: list = []            # (what, kept source, kept value, other source, other value)
         self.srun_idle: dict | None = None   # the kept world is srun's with GPUs left idle (Hint.idle): see resolve
-        self.idle_restated: list = []        # conflicts that only restate it (other source == the full nodes)
         self.gpu_memory_gib: float | None = None  # per-GPU memory, for the memory estimate
         self.directive_problems: list = []   # (line, col, message)
 
@@ -300,7 +299,6 @@ def _fold_idle(topo: Topology, hints: list) -> None:
         what, source, _kept_value, other, value = conflict
         (restated if source == hint.source and full.get(what) == value else kept).append(conflict)
     topo.conflicts = kept
-    topo.idle_restated = restated
     topo.srun_idle = {"tasks_per_node": tasks, "gpus_per_node": gpus, "nodes": hint.nodes, "default": default,
                       "world": hint.nodes * gpus, "source": hint.source, "line": line, "col": col,
                       "agree": list(dict.fromkeys(c[3] for c in restated if c[0] == "world size"))}
