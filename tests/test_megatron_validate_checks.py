@@ -271,3 +271,20 @@ def test_the_generated_table_is_the_checkouts():
     for table in (built, committed):
         table.pop("commit")  # a git checkout names its commit, an exported tree none
     assert built == committed, "validate_checks_0_16.json is stale: python -m meshlint.generate.megatron_validate_checks ROOT"
+
+
+def test_a_negated_assert_not_reads_without_double_negation():
+    # Megatron-LM#2164: `assert not args.use_distributed_optimizer` under `if 'muon' in args.optimizer`
+    args = {**flags.defaults(), "num_layers": 8, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 128,
+            "max_position_embeddings": 128, "micro_batch_size": 1, "optimizer": "dist_muon",
+            "use_distributed_optimizer": True}
+    found = [r for r in validate_checks.refusals(args, (), {"optimizer", "use_distributed_optimizer"}, 8)
+             if r["site"].endswith(":1184")]
+    assert [r["condition"] for r in found] == ["'muon' in args.optimizer and args.use_distributed_optimizer"]
+    readable = validate_checks.readable
+    assert readable("a and not (not (x or y))") == "a and (x or y)"
+    assert readable("not (not x.y == 2) and not (not f(a, ')'))") == "x.y == 2 and f(a, ')')"
+    # kept: what binds to what would change, a word that only ends in "not", a condition the inventory cut short
+    assert readable("a and not (not x or y)") == "a and not (not x or y)"
+    assert readable("cannot (not x)") == "cannot (not x)"
+    assert readable("a and not (not x…") == "a and not (not x…"

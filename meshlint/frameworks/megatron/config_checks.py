@@ -146,4 +146,5 @@ def _finding(c: dict, state, given: set) -> dict:
             return m.group(0)
     message = _LEN_HOLE.sub(hole, _HOLE.sub(hole, c["message"]))
     return {"site": c["site"], "message": message.strip() or c["condition"], "key": key,
-            "options": ", ".join(validate_checks.flag(o) for o in options), "condition": c["shown"]}
+            "options": ", ".join(validate_checks.flag(o) for o in options),
+            "condition": validate_checks.readable(c["shown"])}

@@ -192,8 +192,63 @@ def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: 
         key = next((o for o in options if o in given), options[0] if options else "")
         out.append({"site": c["site"], "message": c["message"].strip() or "an assert with no message", "key": key,
                     "options": ", ".join(flag(o) for o in options),
-                    "condition": c["shown"]})
+                    "condition": readable(c["shown"])})
     return out
+
+
+def readable(condition: str) -> str:
+    """A site's condition as shown to the user, each ``not (not X)`` (an ``assert not X`` negated, Megatron-LM#2164:
+    "so that `... and not (not args.use_distributed_optimizer)` no longer holds") written ``X`` where X has no
+    ``and``, ``or`` or ``if`` of its own, so dropping the two negations cannot change what binds to what."""
+    start = 0
+    while (i := condition.find("not (not ", start)) != -1:
+        end = _closing(condition, i + 4)
+        inner = condition[i + 9:end] if end is not None else ""
+        if (i == 0 or condition[i - 1] in " (") and inner and _no_top_level_words(inner):
+            condition = condition[:i] + inner + condition[end + 1:]
+            start = i
+        else:
+            start = i + 1
+    return condition
+
+
+def _closing(text: str, at: int) -> int | None:
+    """The index of the bracket closing ``text[at]`` ('('), outside string literals; None when it is not closed
+    (a condition the inventory cut short with '…')."""
+    depth, quote = 0, None
+    for k in range(at, len(text)):
+        ch = text[k]
+        if quote:
+            if ch == quote and text[k - 1] != "\\":
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return k
+    return None
+
+
+def _no_top_level_words(text: str) -> bool:
+    """No `` and ``, `` or ``, `` if `` or ``lambda`` outside brackets and strings (and no unclosed bracket)."""
+    depth, quote, flat = 0, None, []
+    for k, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[k - 1] != "\\":
+                quote = None
+            flat.append("_")
+        elif ch in "'\"":
+            quote = ch
+            flat.append("_")
+        else:
+            depth += ch in "([{"
+            depth -= ch in ")]}"
+            flat.append(ch if depth == 0 and ch not in ")]}" else "_")
+    words = f" {''.join(flat)} "
+    return depth == 0 and quote is None and not any(w in words for w in (" and ", " or ", " if ", " lambda "))
 
 
 def states(args: dict, unknown=(), given=(), world: int | None = None, entry: str | None = None,
