@@ -3,7 +3,7 @@ names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt
 installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and
 _rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 3367947194)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 1175364763)
 RECORD_LINES = (
     b'meshlint/_rules/ML101-invalid-value.toml,sha256=keOtQ9oBuOE1C7DaNsZcRnja4KFYYdTUtcRlrR6Pg7s,1784',
     b'meshlint/_rules/ML102-degree-out-of-range.toml,sha256=ZnFCePaufMQwoYEMvfxYaXLkDu0IHXlIiScRysVxXQo,1610',
@@ -211,7 +211,7 @@ RECORD_LINES = (
     b'meshlint/_rules/ML987-megatron-bridge-cp-a2a-p2p-without-hcp-sizes.toml,sha256=s379hdskJ1BvSAZO_iciKGszZSZAzjEQMbD-_amQxaQ,3277',
     b'meshlint/_rules/ML988-megatron-interleaved-microbatch-group.toml,sha256=6Giv7_3_7dqNwH13U5dhRV_Hvt-4FQu6dpct7MX6yCE,3085',
     b'meshlint/_rules/ML989-megatron-flex-dispatcher-needs-expert-parallelism.toml,sha256=kqsTtS6ASRcTuXXfR31gFbcBjKnOp-jOE017hwX0UCE,3569',
-    b'meshlint/_rules/ML990-megatron-heads-not-divisible-by-query-groups.toml,sha256=cKT-oxlL3-9Dx_dnAGApMGlRgg6Sr_Jm_zHkM64jQis,3298',
+    b'meshlint/_rules/ML990-megatron-heads-not-divisible-by-query-groups.toml,sha256=nD7OXhsromBSdBg9J49BVOdXGapwZ4gZ9K1Ezy3N9EA,3720',
     b'meshlint/engine/expr/errors.py,sha256=CB16j8B5xBy8zMt6O66ezgdO9ICeJ_Klg-RLZunqeYE,1563',
     b'meshlint/engine/expr/tokens.py,sha256=1SD0WY1N3uY0aNuaf6Wjq7eBJPzNo-AySnTU0mfxv0A,3107',
     b'meshlint/engine/expr/nodes.py,sha256=9s6cWb0r-rOfk8Zw7uYW9DvTeRF5hotSIEfb13w7SkQ,4291',

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 3367947194)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 1175364763)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -4671,122 +4671,110 @@ def e149(env):
             if t7 is None: t7 = Missing('megatron.args')
         else:
             t7 = attr_value(t6, 'args', 'megatron.args')
-        if t7.__class__ is dict and 'bridge_recipe' in t7:
-            t8 = t7['bridge_recipe']
-            if t8 is None: t8 = Missing('megatron.args.bridge_recipe')
+        if t7.__class__ is dict and 'group_query_attention' in t7:
+            t8 = t7['group_query_attention']
+            if t8 is None: t8 = Missing('megatron.args.group_query_attention')
         else:
-            t8 = attr_value(t7, 'bridge_recipe', 'megatron.args.bridge_recipe')
+            t8 = attr_value(t7, 'group_query_attention', 'megatron.args.group_query_attention')
         if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != (True)
+            t9 = t8 == (True)
         else:
-            t9 = _compare('!=', t8, (True))
+            t9 = _compare('==', t8, (True))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t7.__class__ is dict and 'group_query_attention' in t7:
-                t11 = t7['group_query_attention']
-                if t11 is None: t11 = Missing('megatron.args.group_query_attention')
+            if t7.__class__ is dict and 'multi_latent_attention' in t7:
+                t11 = t7['multi_latent_attention']
+                if t11 is None: t11 = Missing('megatron.args.multi_latent_attention')
             else:
-                t11 = attr_value(t7, 'group_query_attention', 'megatron.args.group_query_attention')
-            if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 == (True)
+                t11 = attr_value(t7, 'multi_latent_attention', 'megatron.args.multi_latent_attention')
+            t12 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t11, (False)])
+            if t12.__class__ is (True).__class__ and (t12.__class__ is int or t12.__class__ is str):
+                t13 = t12 != (True)
             else:
-                t12 = _compare('==', t11, (True))
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+                t13 = _compare('!=', t12, (True))
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            if t7.__class__ is dict and 'multi_latent_attention' in t7:
-                t14 = t7['multi_latent_attention']
-                if t14 is None: t14 = Missing('megatron.args.multi_latent_attention')
-            else:
-                t14 = attr_value(t7, 'multi_latent_attention', 'megatron.args.multi_latent_attention')
-            if t14.__class__ is (True).__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != (True)
-            else:
-                t15 = _compare('!=', t14, (True))
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
-        else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
             if t7.__class__ is dict and 'num_attention_heads' in t7:
-                t17 = t7['num_attention_heads']
-                if t17 is None: t17 = Missing('megatron.args.num_attention_heads')
+                t15 = t7['num_attention_heads']
+                if t15 is None: t15 = Missing('megatron.args.num_attention_heads')
             else:
-                t17 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
-            t18 = not (t17 is None or t17.__class__ is Missing)
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+                t15 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
             if t7.__class__ is dict and 'num_query_groups' in t7:
-                t20 = t7['num_query_groups']
-                if t20 is None: t20 = Missing('megatron.args.num_query_groups')
+                t18 = t7['num_query_groups']
+                if t18 is None: t18 = Missing('megatron.args.num_query_groups')
             else:
-                t20 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
-            t21 = not (t20 is None or t20.__class__ is Missing)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                t18 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
+            t19 = not (t18 is None or t18.__class__ is Missing)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
             if t7.__class__ is dict and 'num_query_groups' in t7:
-                t23 = t7['num_query_groups']
-                if t23 is None: t23 = Missing('megatron.args.num_query_groups')
+                t21 = t7['num_query_groups']
+                if t21 is None: t21 = Missing('megatron.args.num_query_groups')
             else:
-                t23 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
-            if t23.__class__ is int:
-                t24 = t23 > (0)
+                t21 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
+            if t21.__class__ is int:
+                t22 = t21 > (0)
             else:
-                t24 = _compare('>', t23, (0))
-            t22 = (t24 if t24.__class__ is bool else _truth(t24))
+                t22 = _compare('>', t21, (0))
+            t20 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
             if t7.__class__ is dict and 'num_attention_heads' in t7:
-                t26 = t7['num_attention_heads']
-                if t26 is None: t26 = Missing('megatron.args.num_attention_heads')
+                t24 = t7['num_attention_heads']
+                if t24 is None: t24 = Missing('megatron.args.num_attention_heads')
             else:
-                t26 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = env.lookup('tp')
-            if t27 is None: t27 = Missing('tp')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = _binop('%', t26, t27, env)
-            if t28.__class__ is int:
-                t29 = t28 == (0)
+                t24 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            t25 = env.lookup('tp')
+            if t25 is None: t25 = Missing('tp')
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            t26 = _binop('%', t24, t25, env)
+            if t26.__class__ is int:
+                t27 = t26 == (0)
             else:
-                t29 = _compare('==', t28, (0))
-            t25 = (t29 if t29.__class__ is bool else _truth(t29))
+                t27 = _compare('==', t26, (0))
+            t23 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t25 = False
-        if (t25 if t25.__class__ is bool else _truth(t25)):
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
             if t7.__class__ is dict and 'num_query_groups' in t7:
-                t31 = t7['num_query_groups']
-                if t31 is None: t31 = Missing('megatron.args.num_query_groups')
+                t29 = t7['num_query_groups']
+                if t29 is None: t29 = Missing('megatron.args.num_query_groups')
             else:
-                t31 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            t32 = env.lookup('tp')
-            if t32 is None: t32 = Missing('tp')
-            if t32 is None or t32.__class__ is Missing: _need(t32)
-            t33 = _binop('%', t31, t32, env)
-            if t33.__class__ is int:
-                t34 = t33 == (0)
+                t29 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = env.lookup('tp')
+            if t30 is None: t30 = Missing('tp')
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            t31 = _binop('%', t29, t30, env)
+            if t31.__class__ is int:
+                t32 = t31 == (0)
             else:
-                t34 = _compare('==', t33, (0))
-            if not (t34 if t34.__class__ is bool else _truth(t34)):
-                if t32 is None or t32.__class__ is Missing: _need(t32)
-                if t31 is None or t31.__class__ is Missing: _need(t31)
-                t36 = _binop('%', t32, t31, env)
-                if t36.__class__ is int:
-                    t37 = t36 == (0)
+                t32 = _compare('==', t31, (0))
+            if not (t32 if t32.__class__ is bool else _truth(t32)):
+                if t30 is None or t30.__class__ is Missing: _need(t30)
+                if t29 is None or t29.__class__ is Missing: _need(t29)
+                t34 = _binop('%', t30, t29, env)
+                if t34.__class__ is int:
+                    t35 = t34 == (0)
                 else:
-                    t37 = _compare('==', t36, (0))
-                t35 = (t37 if t37.__class__ is bool else _truth(t37))
+                    t35 = _compare('==', t34, (0))
+                t33 = (t35 if t35.__class__ is bool else _truth(t35))
             else:
-                t35 = True
-            t30 = (t35 if t35.__class__ is bool else _truth(t35))
+                t33 = True
+            t28 = (t33 if t33.__class__ is bool else _truth(t33))
         else:
-            t30 = False
-        t5 = (t30 if t30.__class__ is bool else _truth(t30))
+            t28 = False
+        t5 = (t28 if t28.__class__ is bool else _truth(t28))
     else:
         t5 = False
     return t5
@@ -4814,6 +4802,43 @@ def e151(env):
         if t2 is None: t2 = Missing('megatron.args')
     else:
         t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'bridge_recipe' in t2:
+        t3 = t2['bridge_recipe']
+        if t3 is None: t3 = Missing('megatron.args.bridge_recipe')
+    else:
+        t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
+    else:
+        t4 = _compare('==', t3, (True))
+    return t4
+
+def e152(env):
+    t1 = env.lookup('bridge')
+    if t1 is None: t1 = Missing('bridge')
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t2 = ('cfg.model.num_query_groups')
+    else:
+        t2 = ('--num-query-groups')
+    return t2
+
+def e153(env):
+    t1 = env.lookup('bridge')
+    if t1 is None: t1 = Missing('bridge')
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t2 = ('num_attention_heads')
+    else:
+        t2 = ('--num-attention-heads')
+    return t2
+
+def e154(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
     if t2.__class__ is dict and 'num_query_groups' in t2:
         t3 = t2['num_query_groups']
         if t3 is None: t3 = Missing('megatron.args.num_query_groups')
@@ -4821,7 +4846,7 @@ def e151(env):
         t3 = attr_value(t2, 'num_query_groups', 'megatron.args.num_query_groups')
     return t3
 
-def e152(env):
+def e155(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('h')
@@ -4868,17 +4893,27 @@ def e152(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e153(env):
+def e156(env):
+    t1 = env.lookup('groups_name')
+    if t1 is None: t1 = Missing('groups_name')
+    return t1
+
+def e157(env):
     t1 = env.lookup('g')
     if t1 is None: t1 = Missing('g')
     return t1
 
-def e154(env):
+def e158(env):
+    t1 = env.lookup('heads_name')
+    if t1 is None: t1 = Missing('heads_name')
+    return t1
+
+def e159(env):
     t1 = env.lookup('h')
     if t1 is None: t1 = Missing('h')
     return t1
 
-def e155(env):
+def e160(env):
     t1 = env.lookup('h')
     if t1 is None: t1 = Missing('h')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4888,13 +4923,13 @@ def e155(env):
     t3 = _binop('//', t1, t2, env)
     return t3
 
-def e156(env):
+def e161(env):
     t1 = env.lookup('gs')
     if t1 is None: t1 = Missing('gs')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e157(env):
+def e162(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -5060,13 +5095,18 @@ COMPILED = {
     "'model.moe_token_dispatcher_type' if megatron.args.bridge_recipe else '--moe-token-dispatcher-type'": (e146, 6, ('megatron',)),
     "('set ' + ('expert_model_parallel_size' if megatron.args.bridge_recipe else '--expert-model-parallel-size') + ' to ' + join(eps) + ' (it divides the ' + str(model.num_experts) + ' experts' + (' and the ranks left by etp·pp' if world_known else '') + '), or ') if len(eps) > 0 else ''": (e147, 34, ('eps', 'megatron', 'model', 'world_known')),
     'megatron.args.num_attention_heads % megatron.args.num_query_groups == 0': (e148, 9, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe != true and megatron.args.group_query_attention == true and megatron.args.multi_latent_attention != true and megatron.args.num_attention_heads != null and megatron.args.num_query_groups != null and megatron.args.num_query_groups > 0 and megatron.args.num_attention_heads % tp == 0 and (megatron.args.num_query_groups % tp == 0 or tp % megatron.args.num_query_groups == 0))": (e149, 65, ('framework', 'megatron', 'tp')),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.group_query_attention == true and coalesce(megatron.args.multi_latent_attention, false) != true and megatron.args.num_attention_heads != null and megatron.args.num_query_groups != null and megatron.args.num_query_groups > 0 and megatron.args.num_attention_heads % tp == 0 and (megatron.args.num_query_groups % tp == 0 or tp % megatron.args.num_query_groups == 0))": (e149, 61, ('framework', 'megatron', 'tp')),
     'megatron.args.num_attention_heads': (e150, 3, ('megatron',)),
-    'megatron.args.num_query_groups': (e151, 3, ('megatron',)),
-    '[d for d in divisors(h) if d % tp == 0 or tp % d == 0]': (e152, 15, ('h', 'tp')),
-    'g': (e153, 1, ('g',)),
-    'h': (e154, 1, ('h',)),
-    'h // g': (e155, 3, ('g', 'h')),
-    'join(gs)': (e156, 2, ('gs',)),
-    "', and a multiple or divisor of tp ' + str(tp) if tp > 1 else ''": (e157, 9, ('tp',)),
+    'megatron.args.bridge_recipe == true': (e151, 5, ('megatron',)),
+    "'cfg.model.num_query_groups' if bridge else '--num-query-groups'": (e152, 4, ('bridge',)),
+    "'num_attention_heads' if bridge else '--num-attention-heads'": (e153, 4, ('bridge',)),
+    'megatron.args.num_query_groups': (e154, 3, ('megatron',)),
+    '[d for d in divisors(h) if d % tp == 0 or tp % d == 0]': (e155, 15, ('h', 'tp')),
+    'groups_name': (e156, 1, ('groups_name',)),
+    'g': (e157, 1, ('g',)),
+    'heads_name': (e158, 1, ('heads_name',)),
+    'h': (e159, 1, ('h',)),
+    'h // g': (e160, 3, ('g', 'h')),
+    'join(gs)': (e161, 2, ('gs',)),
+    "', and a multiple or divisor of tp ' + str(tp) if tp > 1 else ''": (e162, 9, ('tp',)),
 }
