@@ -4,7 +4,7 @@ an expression, and only while FINGERPRINT and FORMAT are those of rules_prebuilt
 an expression's source to its tree as JSON text, DOCS a rule's code to its doc."""
 
 FORMAT = 6
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 1175364763)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
 TREES = {
     'false': '["c",1,false]',
     'problems': '["n",1,"problems"]',
@@ -46,7 +46,9 @@ TREES = {
     '[c for c in topology_conflicts if not c.explicit]': '["lc",1,["n",2,"c"],[["c",["n",13,"topology_conflicts"]]],[["u",35,"not",["a",40,["n",39,"c"],"explicit"]]]]',
     'directive_problems': '["n",1,"directive_problems"]',
     'unknown_keys': '["n",1,"unknown_keys"]',
-    'written_for != null': '["m",13,["n",1,"written_for"],[["!=",["c",16,null]]]]',
+    'item.key == unknown_keys[0].key': '["m",10,["a",5,["n",1,"item"],"key"],[["==",["a",28,["i",25,["n",13,"unknown_keys"],["c",26,0]],"key"]]]]',
+    'written_for != null and not first': '["o",21,"and",["m",13,["n",1,"written_for"],[["!=",["c",16,null]]]],["u",25,"not",["n",29,"first"]]]',
+    'written_for != null and first': '["o",21,"and",["m",13,["n",1,"written_for"],[["!=",["c",16,null]]]],["n",25,"first"]]',
     'written_for == null and item.suggestion != null': '["o",21,"and",["m",13,["n",1,"written_for"],[["==",["c",16,null]]]],["m",41,["a",29,["n",25,"item"],"suggestion"],[["!=",["c",44,null]]]]]',
     'written_for == null and item.suggestion == null': '["o",21,"and",["m",13,["n",1,"written_for"],[["==",["c",16,null]]]],["m",41,["a",29,["n",25,"item"],"suggestion"],[["==",["c",44,null]]]]]',
     'gpus_per_node != null': '["m",15,["n",1,"gpus_per_node"],[["!=",["c",18,null]]]]',

@@ -3,7 +3,7 @@ names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt
 installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and
 _rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 1175364763)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
 RECORD_LINES = (
     b'meshlint/_rules/ML101-invalid-value.toml,sha256=keOtQ9oBuOE1C7DaNsZcRnja4KFYYdTUtcRlrR6Pg7s,1784',
     b'meshlint/_rules/ML102-degree-out-of-range.toml,sha256=ZnFCePaufMQwoYEMvfxYaXLkDu0IHXlIiScRysVxXQo,1610',
@@ -12,7 +12,7 @@ RECORD_LINES = (
     b'meshlint/_rules/ML105-world-size-unknown.toml,sha256=vQ_-tHPcACBteUJYiHzPwOpYxRGR4HKNAf9S6rX1WIA,2219',
     b'meshlint/_rules/ML106-topology-sources-disagree.toml,sha256=CwHxB3qe4hBIlquZyL-JFa0C8m8n-nWc-NGSzYyqSEw,1335',
     b'meshlint/_rules/ML107-invalid-directive.toml,sha256=x6c9vXvkeN-DVCAWYpfSkj6EpsYjt3C9maIcn1h6W74,850',
-    b'meshlint/_rules/ML108-unknown-key.toml,sha256=dZ4Ib2OPMLC2zQkMPos5rnNsdtEHthEIC1NJeH_t_xM,2720',
+    b'meshlint/_rules/ML108-unknown-key.toml,sha256=AnnMbk4xMbt8E_e5uJnqoDPVBSzpe5gYFfEx5H2qo_w,3154',
     b'meshlint/_rules/ML109-gpus-per-node-unknown.toml,sha256=LF10XvU_giP2wGtRpm1nWUId-dxuwDT19gWRNNNDVHw,1329',
     b'meshlint/_rules/ML111-value-not-readable.toml,sha256=1o6h7dwxTy9RQgVt8E14Uon33bv-0Yus6xQIGoRBqhc,2266',
     b'meshlint/_rules/ML112-framework-refuses-value.toml,sha256=UVFnVkRGUAsCT1T4wZjjXeP_asAiVKIAkHBK1Dz_Nl0,1461',

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 1175364763)
+FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -1656,12 +1656,59 @@ def e82(env):
     return t1
 
 def e83(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1.__class__ is dict and 'key' in t1:
+        t2 = t1['key']
+        if t2 is None: t2 = Missing('item.key')
+    else:
+        t2 = attr_value(t1, 'key', 'item.key')
+    t4 = env.lookup('unknown_keys')
+    if t4 is None: t4 = Missing('unknown_keys')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    if t4.__class__ is list and len(t4) > 0:
+        t5 = t4[0]
+        if t5 is None: t5 = Missing('unknown_keys[0]')
+    else:
+        t5 = index_value(t4, (0), 'unknown_keys')
+    if t5.__class__ is dict and 'key' in t5:
+        t6 = t5['key']
+        if t6 is None: t6 = Missing('key')
+    else:
+        t6 = attr_value(t5, 'key', 'key')
+    if t2.__class__ is t6.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 == t6
+    else:
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t2, t6)
+        t3 = _compare('==', t2, t6)
+    return t3
+
+def e84(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    return t2
+    if _truth(t2):
+        t4 = env.lookup('first')
+        if t4 is None: t4 = Missing('first')
+        t5 = not _truth(t4)
+        t3 = _truth(t5)
+    else:
+        t3 = False
+    return t3
 
-def e84(env):
+def e85(env):
+    t1 = env.lookup('written_for')
+    if t1 is None: t1 = Missing('written_for')
+    t2 = not (t1 is None or t1.__class__ is Missing)
+    if _truth(t2):
+        t4 = env.lookup('first')
+        if t4 is None: t4 = Missing('first')
+        t3 = _truth(t4)
+    else:
+        t3 = False
+    return t3
+
+def e86(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -1675,7 +1722,7 @@ def e84(env):
         t3 = False
     return t3
 
-def e85(env):
+def e87(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -1689,13 +1736,13 @@ def e85(env):
         t3 = False
     return t3
 
-def e86(env):
+def e88(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'section', 'item.section')
     return t2
 
-def e87(env):
+def e89(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
@@ -1710,7 +1757,7 @@ def e87(env):
         t4 = ('')
     return t4
 
-def e88(env):
+def e90(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'framework', 'item.framework')
@@ -1739,62 +1786,91 @@ def e88(env):
         t4 = t7
     return t4
 
-def e89(env):
+def e91(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = (t1 is None or t1.__class__ is Missing)
     if _truth(t2):
         t3 = ('')
     else:
-        t4 = env.lookup('framework_version')
-        if t4 is None: t4 = Missing('framework_version')
-        if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = _binop('+', ('. Every key of this config that torchtitan '), t4, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = _binop('+', t5, (' does not know ('), env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = attr_value(t1, 'keys', 'written_for.keys')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('+', t6, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (') is a key of torchtitan '), env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = attr_value(t1, 'version', 'written_for.version')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = _binop('+', t10, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('+', t12, (': the config looks written for torchtitan '), env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t14 = _binop('+', t13, t11, env)
-        t3 = t14
+        t4 = env.lookup('first')
+        if t4 is None: t4 = Missing('first')
+        if _truth(t4):
+            t6 = env.lookup('framework_version')
+            if t6 is None: t6 = Missing('framework_version')
+            if t6 is None or t6.__class__ is Missing: _need(t6)
+            t7 = _binop('+', ('. Every key of this config that torchtitan '), t6, env)
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            t8 = _binop('+', t7, (' does not know ('), env)
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            t9 = attr_value(t1, 'keys', 'written_for.keys')
+            t10 = call_value(env, F_join.fn, F_join.cost, False, [t9])
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t11 = _binop('+', t8, t10, env)
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = _binop('+', t11, (') is a key of torchtitan '), env)
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = attr_value(t1, 'version', 'written_for.version')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = _binop('+', t12, t13, env)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = _binop('+', t14, (': the config looks written for torchtitan '), env)
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t16 = _binop('+', t15, t13, env)
+            t5 = t16
+        else:
+            t17 = attr_value(t1, 'version', 'written_for.version')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = _binop('+', ('; a key of torchtitan '), t17, env)
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = _binop('+', t18, (', like every unknown key of this config (see '), env)
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = env.lookup('unknown_keys')
+            if t20 is None: t20 = Missing('unknown_keys')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = index_value(t20, (0), 'unknown_keys')
+            t22 = attr_value(t21, 'key', 'key')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = _binop('+', t19, t22, env)
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = _binop('+', t23, (')'), env)
+            t5 = t24
+        t3 = t5
     return t3
 
-def e90(env):
+def e92(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = attr_value(t1, 'version', 'written_for.version')
     return t2
 
-def e91(env):
+def e93(env):
+    t1 = env.lookup('unknown_keys')
+    if t1 is None: t1 = Missing('unknown_keys')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (0), 'unknown_keys')
+    t3 = attr_value(t2, 'key', 'key')
+    return t3
+
+def e94(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     return t1
 
-def e92(env):
+def e95(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     return t2
 
-def e93(env):
+def e96(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
     t2 = not (t1 is None or t1.__class__ is Missing)
     return t2
 
-def e94(env):
+def e97(env):
     t1 = env.lookup('world_known')
     if t1 is None: t1 = Missing('world_known')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -1809,7 +1885,7 @@ def e94(env):
         t2 = False
     return t2
 
-def e95(env):
+def e98(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('skipped')
@@ -1847,14 +1923,14 @@ def e95(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e96(env):
+def e99(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('placement rule')])
     return t3
 
-def e97(env):
+def e100(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -1869,7 +1945,7 @@ def e97(env):
         t3 = _compare('>', t2, (0))
     return t3
 
-def e98(env):
+def e101(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('unreadable')
@@ -1922,7 +1998,7 @@ def e98(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e99(env):
+def e102(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1956,7 +2032,7 @@ def e99(env):
         t5 = t16
     return t5
 
-def e100(env):
+def e103(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -1977,30 +2053,30 @@ def e100(env):
         t3 = t5
     return t3
 
-def e101(env):
+def e104(env):
     t1 = env.lookup('refusals')
     if t1 is None: t1 = Missing('refusals')
     return t1
 
-def e102(env):
+def e105(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'framework', 'item.framework')
     return t2
 
-def e103(env):
+def e106(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'keys', 'item.keys')
     return t2
 
-def e104(env):
+def e107(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'source', 'item.source')
     return t2
 
-def e105(env):
+def e108(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('topology_conflicts')
@@ -2029,12 +2105,12 @@ def e105(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e106(env):
+def e109(env):
     t1 = env.lookup('kept_values')
     if t1 is None: t1 = Missing('kept_values')
     return t1
 
-def e107(env):
+def e110(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = env.lookup('gpus_per_node')
@@ -2046,7 +2122,7 @@ def e107(env):
         t2 = _compare('<=', t1, t3)
     return t2
 
-def e108(env):
+def e111(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = (t1 is None or t1.__class__ is Missing)
@@ -2068,7 +2144,7 @@ def e108(env):
         t3 = True
     return t3
 
-def e109(env):
+def e112(env):
     t1 = K0
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = []
@@ -2129,22 +2205,22 @@ def e109(env):
     t22 = call_value(env, F_max.fn, F_max.cost, False, [t21])
     return t22
 
-def e110(env):
+def e113(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     return t1
 
-def e111(env):
+def e114(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
     return t1
 
-def e112(env):
+def e115(env):
     t1 = env.lookup('gpus_per_node_source')
     if t1 is None: t1 = Missing('gpus_per_node_source')
     return t1
 
-def e113(env):
+def e116(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2170,18 +2246,18 @@ def e113(env):
         t5 = t8
     return t5
 
-def e114(env):
+def e117(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'tp', 'keys.tp')
     return t2
 
-def e115(env):
+def e118(env):
     t1 = env.lookup('best')
     if t1 is None: t1 = Missing('best')
     return t1
 
-def e116(env):
+def e119(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2211,7 +2287,7 @@ def e116(env):
         t5 = t11
     return t5
 
-def e117(env):
+def e120(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'intra_node' in t1:
@@ -2221,7 +2297,7 @@ def e117(env):
         t2 = attr_value(t1, 'intra_node', 'item.intra_node')
     return t2
 
-def e118(env):
+def e121(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'role' in t1:
@@ -2263,12 +2339,12 @@ def e118(env):
         t8 = False
     return t8
 
-def e119(env):
+def e122(env):
     t1 = env.lookup('axes')
     if t1 is None: t1 = Missing('axes')
     return t1
 
-def e120(env):
+def e123(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2277,7 +2353,7 @@ def e120(env):
         t2 = _compare('==', t1, ('cyclic'))
     return t2
 
-def e121(env):
+def e124(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2297,7 +2373,7 @@ def e121(env):
         t3 = False
     return t3
 
-def e122(env):
+def e125(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2317,32 +2393,32 @@ def e122(env):
         t3 = False
     return t3
 
-def e123(env):
+def e126(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'mesh', 'item.mesh')
     return t2
 
-def e124(env):
+def e127(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'size', 'item.size')
     return t2
 
-def e125(env):
+def e128(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'stride', 'item.stride')
     return t2
 
-def e126(env):
+def e129(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'example', 'item.example')
     t3 = call_value(env, F_ranks.fn, F_ranks.cost, False, [t2])
     return t3
 
-def e127(env):
+def e130(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'example', 'item.example')
@@ -2371,25 +2447,25 @@ def e127(env):
         t6 = ('')
     return t6
 
-def e128(env):
+def e131(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'max_nodes', 'item.max_nodes')
     return t2
 
-def e129(env):
+def e132(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'crossing_groups', 'item.crossing_groups')
     return t2
 
-def e130(env):
+def e133(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'groups', 'item.groups')
     return t2
 
-def e131(env):
+def e134(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2407,7 +2483,7 @@ def e131(env):
         t5 = t7
     return t5
 
-def e132(env):
+def e135(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -2437,7 +2513,7 @@ def e132(env):
     t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t12
 
-def e133(env):
+def e136(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'role' in t1:
@@ -2463,7 +2539,7 @@ def e133(env):
         t5 = False
     return t5
 
-def e134(env):
+def e137(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     if t1.__class__ is str:
@@ -2472,7 +2548,7 @@ def e134(env):
         t2 = _compare('!=', t1, ('cyclic'))
     return t2
 
-def e135(env):
+def e138(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2486,7 +2562,7 @@ def e135(env):
         t4 = ('ring attention exchange')
     return t4
 
-def e136(env):
+def e139(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2497,7 +2573,7 @@ def e136(env):
     t4 = index_value(t1, t3, 'keys')
     return t4
 
-def e137(env):
+def e140(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2511,7 +2587,7 @@ def e137(env):
         t4 = ('CP')
     return t4
 
-def e138(env):
+def e141(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'role', 'item.role')
@@ -2525,7 +2601,7 @@ def e138(env):
         t4 = ('e.g. CP across nodes to fit a long sequence')
     return t4
 
-def e139(env):
+def e142(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2539,7 +2615,7 @@ def e139(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e140(env):
+def e143(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     t3 = env.lookup('gpus_per_node')
@@ -2551,12 +2627,12 @@ def e140(env):
         t2 = _compare('>', t1, t3)
     return t2
 
-def e141(env):
+def e144(env):
     t1 = env.lookup('nodes')
     if t1 is None: t1 = Missing('nodes')
     return t1
 
-def e142(env):
+def e145(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2566,7 +2642,7 @@ def e142(env):
     t3 = _binop('%', t1, t2, env)
     return t3
 
-def e143(env):
+def e146(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2579,7 +2655,7 @@ def e143(env):
     t4 = _binop('*', t3, t2, env)
     return t4
 
-def e144(env):
+def e147(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2594,12 +2670,12 @@ def e144(env):
     t5 = _binop('*', t4, t2, env)
     return t5
 
-def e145(env):
+def e148(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     return t1
 
-def e146(env):
+def e149(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -2612,7 +2688,7 @@ def e146(env):
         t3 = False
     return t3
 
-def e147(env):
+def e150(env):
     t1 = env.lookup('world_factors')
     if t1 is None: t1 = Missing('world_factors')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2709,7 +2785,7 @@ def e147(env):
         t30 = False
     return t30
 
-def e148(env):
+def e151(env):
     t1 = env.lookup('mismatch')
     if t1 is None: t1 = Missing('mismatch')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -2732,7 +2808,7 @@ def e148(env):
         t2 = False
     return t2
 
-def e149(env):
+def e152(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = attr_value(t1, 'default', 'srun_idle.default')
@@ -2746,7 +2822,7 @@ def e149(env):
         t3 = t6
     return t3
 
-def e150(env):
+def e153(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = attr_value(t1, 'nodes', 'srun_idle.nodes')
@@ -2760,7 +2836,7 @@ def e150(env):
         t4 = ('s')
     return t4
 
-def e151(env):
+def e154(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1.__class__ is int:
@@ -2773,7 +2849,7 @@ def e151(env):
         t3 = ('s')
     return t3
 
-def e152(env):
+def e155(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = attr_value(t1, 'world', 'srun_idle.world')
@@ -2784,7 +2860,7 @@ def e152(env):
     t4 = _binop('-', t2, t3, env)
     return t4
 
-def e153(env):
+def e156(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = attr_value(t1, 'agree', 'srun_idle.agree')
@@ -2823,19 +2899,19 @@ def e153(env):
         t5 = ('')
     return t5
 
-def e154(env):
+def e157(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = attr_value(t1, 'line', 'srun_idle.line')
     return t2
 
-def e155(env):
+def e158(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = attr_value(t1, 'col', 'srun_idle.col')
     return t2
 
-def e156(env):
+def e159(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -2848,29 +2924,29 @@ def e156(env):
         t3 = ('')
     return t3
 
-def e157(env):
+def e160(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     return t1
 
-def e158(env):
+def e161(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'cp', 'keys.cp')
     return t2
 
-def e159(env):
+def e162(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'max_seq_len', 'model.max_seq_len')
     return t2
 
-def e160(env):
+def e163(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     return t1
 
-def e161(env):
+def e164(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_heads' in t1:
@@ -2889,7 +2965,7 @@ def e161(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e162(env):
+def e165(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2898,7 +2974,7 @@ def e162(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e163(env):
+def e166(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -3008,19 +3084,19 @@ def e163(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e164(env):
+def e167(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
     return t2
 
-def e165(env):
+def e168(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     return t2
 
-def e166(env):
+def e169(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3037,13 +3113,13 @@ def e166(env):
         t4 = ('no tp above 1 fits on this world: use tp = 1')
     return t4
 
-def e167(env):
+def e170(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
     return t2
 
-def e168(env):
+def e171(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads' in t1:
@@ -3062,7 +3138,7 @@ def e168(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e169(env):
+def e172(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3075,19 +3151,19 @@ def e169(env):
         t3 = ('')
     return t3
 
-def e170(env):
+def e173(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'num_experts', 'model.num_experts')
     return t2
 
-def e171(env):
+def e174(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'pp', 'keys.pp')
     return t2
 
-def e172(env):
+def e175(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -3097,7 +3173,7 @@ def e172(env):
         t2 = attr_value(t1, 'is_moe', 'model.is_moe')
     return t2
 
-def e173(env):
+def e176(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3106,18 +3182,18 @@ def e173(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e174(env):
+def e177(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     return t1
 
-def e175(env):
+def e178(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'ep', 'keys.ep')
     return t2
 
-def e176(env):
+def e179(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -3136,7 +3212,7 @@ def e176(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e177(env):
+def e180(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -3156,7 +3232,7 @@ def e177(env):
         t3 = False
     return t3
 
-def e178(env):
+def e181(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -3222,7 +3298,7 @@ def e178(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e179(env):
+def e182(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3239,23 +3315,23 @@ def e179(env):
         t4 = ('no ep above 1 fits on this world: use ep = 1')
     return t4
 
-def e180(env):
+def e183(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'col', 'item.col')
     return t2
 
-def e181(env):
+def e184(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     return t1
 
-def e182(env):
+def e185(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     return t1
 
-def e183(env):
+def e186(env):
     t1 = env.lookup('uneven')
     if t1 is None: t1 = Missing('uneven')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -3270,7 +3346,7 @@ def e183(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e184(env):
+def e187(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -3335,7 +3411,7 @@ def e184(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e185(env):
+def e188(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -3423,7 +3499,7 @@ def e185(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e186(env):
+def e189(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -3433,7 +3509,7 @@ def e186(env):
         t3 = _compare('==', t2, ('model.'))
     return t3
 
-def e187(env):
+def e190(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -3454,7 +3530,7 @@ def e187(env):
         t4 = False
     return t4
 
-def e188(env):
+def e191(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -3475,7 +3551,7 @@ def e188(env):
         t4 = False
     return t4
 
-def e189(env):
+def e192(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3509,7 +3585,7 @@ def e189(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
     return t15
 
-def e190(env):
+def e193(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3563,7 +3639,7 @@ def e190(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e191(env):
+def e194(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3607,7 +3683,7 @@ def e191(env):
     t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t19
 
-def e192(env):
+def e195(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3624,13 +3700,13 @@ def e192(env):
         t4 = ('')
     return t4
 
-def e193(env):
+def e196(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e194(env):
+def e197(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3654,7 +3730,7 @@ def e194(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t10
 
-def e195(env):
+def e198(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3674,14 +3750,14 @@ def e195(env):
         t3 = _compare('<=', t2, t4)
     return t3
 
-def e196(env):
+def e199(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
     t3 = call_value(env, F_round.fn, F_round.cost, False, [t2, (1)])
     return t3
 
-def e197(env):
+def e200(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'stages', 'memory.stages')
@@ -3699,25 +3775,25 @@ def e197(env):
         t4 = ('')
     return t4
 
-def e198(env):
+def e201(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
     return t2
 
-def e199(env):
+def e202(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'capacity_source', 'memory.capacity_source')
     return t2
 
-def e200(env):
+def e203(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'summary', 'memory.summary')
     return t2
 
-def e201(env):
+def e204(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3733,13 +3809,13 @@ def e201(env):
         t3 = ('micro_batch_size')
     return t3
 
-def e202(env):
+def e205(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'largest', 'memory.largest')
     return t2
 
-def e203(env):
+def e206(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K3
@@ -3759,13 +3835,13 @@ def e203(env):
         t4 = t6
     return t4
 
-def e204(env):
+def e207(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'ac', 'memory.ac')
     return t2
 
-def e205(env):
+def e208(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3803,7 +3879,7 @@ def e205(env):
         t3 = _compare('<=', t2, t7)
     return t3
 
-def e206(env):
+def e209(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'margin', 'memory.margin')
@@ -3812,7 +3888,7 @@ def e206(env):
     t4 = call_value(env, F_round.fn, F_round.cost, False, [t3])
     return t4
 
-def e207(env):
+def e210(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K4
@@ -3832,7 +3908,7 @@ def e207(env):
         t4 = t6
     return t4
 
-def e208(env):
+def e211(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'split_error' in t1:
@@ -3843,7 +3919,7 @@ def e208(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e209(env):
+def e212(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3852,7 +3928,7 @@ def e209(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e210(env):
+def e213(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -3926,7 +4002,7 @@ def e210(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e211(env):
+def e214(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -3939,19 +4015,19 @@ def e211(env):
         t4 = t5
     return t4
 
-def e212(env):
+def e215(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_layers', 'model.n_layers')
     return t2
 
-def e213(env):
+def e216(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
     return t2
 
-def e214(env):
+def e217(env):
     t2 = env.lookup('pipeline')
     if t2 is None: t2 = Missing('pipeline')
     t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
@@ -3966,7 +4042,7 @@ def e214(env):
         t4 = ('parallelism.pipeline_parallel_layers_per_stage')
     return t4
 
-def e215(env):
+def e218(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3979,7 +4055,7 @@ def e215(env):
         t3 = ('')
     return t3
 
-def e216(env):
+def e219(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3996,7 +4072,7 @@ def e216(env):
         t4 = ('only pp = 1 on this world')
     return t4
 
-def e217(env):
+def e220(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'effective_counts' in t1:
@@ -4013,7 +4089,7 @@ def e217(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e218(env):
+def e221(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4034,7 +4110,7 @@ def e218(env):
         t3 = False
     return t3
 
-def e219(env):
+def e222(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4054,7 +4130,7 @@ def e219(env):
         t3 = (0)
     return t3
 
-def e220(env):
+def e223(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4074,7 +4150,7 @@ def e220(env):
         t3 = (0)
     return t3
 
-def e221(env):
+def e224(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_layers' in t1:
@@ -4102,7 +4178,7 @@ def e221(env):
         t6 = _binop('+', t4, t5, env)
     return t6
 
-def e222(env):
+def e225(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'stages' in t1:
@@ -4137,7 +4213,7 @@ def e222(env):
         t7 = _binop('*', t2, t6, env)
     return t7
 
-def e223(env):
+def e226(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4146,7 +4222,7 @@ def e223(env):
         t2 = _compare('!=', t1, ('torchtitan'))
     return t2
 
-def e224(env):
+def e227(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4165,7 +4241,7 @@ def e224(env):
         t3 = False
     return t3
 
-def e225(env):
+def e228(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4184,21 +4260,21 @@ def e225(env):
         t3 = False
     return t3
 
-def e226(env):
+def e229(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('stage')])
     return t3
 
-def e227(env):
+def e230(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'layer_counts', 'pipeline.layer_counts')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     return t3
 
-def e228(env):
+def e231(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4244,7 +4320,7 @@ def e228(env):
         t5 = t20
     return t5
 
-def e229(env):
+def e232(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -4285,7 +4361,7 @@ def e229(env):
     t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t16
 
-def e230(env):
+def e233(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_layers', 'model.n_layers')
@@ -4293,13 +4369,13 @@ def e230(env):
     t3 = _binop('+', t2, (2), env)
     return t3
 
-def e231(env):
+def e234(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     return t2
 
-def e232(env):
+def e235(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4312,7 +4388,7 @@ def e232(env):
     t5 = _binop('//', t4, (2), env)
     return t5
 
-def e233(env):
+def e236(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4331,12 +4407,12 @@ def e233(env):
     t7 = _binop('-', t4, t6, env)
     return t7
 
-def e234(env):
+def e237(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     return t1
 
-def e235(env):
+def e238(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4347,19 +4423,19 @@ def e235(env):
     t4 = _binop('//', t1, t3, env)
     return t4
 
-def e236(env):
+def e239(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     return t2
 
-def e237(env):
+def e240(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
     return t2
 
-def e238(env):
+def e241(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule_error' in t1:
@@ -4370,7 +4446,7 @@ def e238(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e239(env):
+def e242(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4427,14 +4503,14 @@ def e239(env):
         t10 = False
     return t10
 
-def e240(env):
+def e243(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('microbatch'), ('microbatches')])
     return t3
 
-def e241(env):
+def e244(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4451,7 +4527,7 @@ def e241(env):
         t3 = t6
     return t3
 
-def e242(env):
+def e245(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4503,7 +4579,7 @@ def e242(env):
         t3 = t21
     return t3
 
-def e243(env):
+def e246(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'n_microbatches' in t1:
@@ -4523,7 +4599,7 @@ def e243(env):
         t3 = _compare('>=', t2, t4)
     return t3
 
-def e244(env):
+def e247(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4556,14 +4632,14 @@ def e244(env):
         t7 = False
     return t7
 
-def e245(env):
+def e248(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('pipeline stage')])
     return t3
 
-def e246(env):
+def e249(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'style', 'pipeline.style')
@@ -4633,14 +4709,14 @@ def e246(env):
         t7 = t33
     return t7
 
-def e247(env):
+def e250(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'bubble', 'pipeline.bubble')
     t3 = call_value(env, F_percent.fn, F_percent.cost, False, [t2])
     return t3
 
-def e248(env):
+def e251(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4673,7 +4749,7 @@ def e248(env):
         t3 = t5
     return t3
 
-def e249(env):
+def e252(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -4681,7 +4757,7 @@ def e249(env):
     t3 = _binop('*', (4), t2, env)
     return t3
 
-def e250(env):
+def e253(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4715,54 +4791,54 @@ def e250(env):
     t14 = call_value(env, F_percent.fn, F_percent.cost, False, [t13])
     return t14
 
-def e251(env):
+def e254(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     return t1
 
-def e252(env):
+def e255(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'dim', 'model.dim')
-    return t2
-
-def e253(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (0), 'item')
-    return t2
-
-def e254(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (1), 'item')
-    return t2
-
-def e255(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (3), 'item')
     return t2
 
 def e256(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (2), 'item')
+    t2 = index_value(t1, (0), 'item')
     return t2
 
 def e257(env):
-    return ("'")
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (1), 'item')
+    return t2
 
 def e258(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (3), 'item')
+    return t2
+
+def e259(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (2), 'item')
+    return t2
+
+def e260(env):
+    return ("'")
+
+def e261(env):
     t1 = env.lookup('unused_suppressions')
     if t1 is None: t1 = Missing('unused_suppressions')
     return t1
 
-def e259(env):
+def e262(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4775,13 +4851,13 @@ def e259(env):
         t4 = ('')
     return t4
 
-def e260(env):
+def e263(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'reason', 'item.reason')
     return t2
 
-def e261(env):
+def e264(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4880,183 +4956,186 @@ COMPILED = {
     'item.message': (e80, 2, ('item',)),
     'item.line': (e81, 2, ('item',)),
     'unknown_keys': (e82, 1, ('unknown_keys',)),
-    'written_for != null': (e83, 3, ('written_for',)),
-    'written_for == null and item.suggestion != null': (e84, 8, ('item', 'written_for')),
-    'written_for == null and item.suggestion == null': (e85, 8, ('item', 'written_for')),
-    'item.section': (e86, 2, ('item',)),
-    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else ''": (e87, 12, ('item',)),
-    "item.framework if item.framework != null else ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)' if dialect == 'kempnerforge' else ('torchtitan does not know it' if dialect == 'torchtitan' else 'meshlint does not know it'))": (e88, 18, ('dialect', 'item')),
-    "'' if written_for == null else '. Every key of this config that torchtitan ' + framework_version + ' does not know (' + join(written_for.keys) + ') is a key of torchtitan ' + written_for.version + ': the config looks written for torchtitan ' + written_for.version": (e89, 24, ('framework_version', 'written_for')),
-    'written_for.version': (e90, 2, ('written_for',)),
-    'framework_version': (e91, 1, ('framework_version',)),
-    'item.suggestion': (e92, 2, ('item',)),
-    'gpus_per_node != null': (e93, 3, ('gpus_per_node',)),
-    'world_known and world_size > 1': (e94, 5, ('world_known', 'world_size')),
-    "[s.code for s in skipped if s.needs == 'gpus_per_node']": (e95, 8, ('skipped',)),
-    "plural(len(needing), 'placement rule')": (e96, 4, ('needing',)),
-    'len(unreadable) > 0': (e97, 4, ('unreadable',)),
-    "join([(u.key if u.key != '' else 'options') + ' (line ' + str(u.line) + ': ' + u.reason + ')' for u in unreadable], '; ')": (e98, 25, ('unreadable',)),
-    "unreadable[0].key if unreadable[0].key != '' else '#L' + str(unreadable[0].line) + ':' + str(unreadable[0].col)": (e99, 26, ('unreadable',)),
-    "'set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them' if dialect == 'megatron' else ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)' if dialect == 'kempnerforge' else 'write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')": (e100, 11, ('dialect',)),
-    'refusals': (e101, 1, ('refusals',)),
-    'item.framework': (e102, 2, ('item',)),
-    'item.keys': (e103, 2, ('item',)),
-    'item.source': (e104, 2, ('item',)),
-    '[c for c in topology_conflicts if c.explicit]': (e105, 5, ('topology_conflicts',)),
-    'kept_values': (e106, 1, ('kept_values',)),
-    'tp <= gpus_per_node': (e107, 3, ('gpus_per_node', 'tp')),
-    'srun_idle == null or tp > srun_idle.gpus_per_node': (e108, 8, ('srun_idle', 'tp')),
-    'max([1] + [t for t in divisors(gpus_per_node) if t <= tp and (choices == null or t in choices.tp)])': (e109, 20, ('choices', 'gpus_per_node', 'tp')),
-    'tp': (e110, 1, ('tp',)),
-    'gpus_per_node': (e111, 1, ('gpus_per_node',)),
-    'gpus_per_node_source': (e112, 1, ('gpus_per_node_source',)),
-    'tp // gpus_per_node if tp % gpus_per_node == 0 else tp // gpus_per_node + 1': (e113, 14, ('gpus_per_node', 'tp')),
-    'keys.tp': (e114, 2, ('keys',)),
-    'best': (e115, 1, ('best',)),
-    "tp // best if tp % best == 0 else 'of ' + str(tp) + ' / ' + str(best)": (e116, 18, ('best', 'tp')),
-    'item.intra_node': (e117, 2, ('item',)),
-    "item.role in ['tp', 'etp'] and item.size > 1 and item.size <= gpus_per_node": (e118, 16, ('gpus_per_node', 'item')),
-    'axes': (e119, 1, ('axes',)),
-    "placement == 'cyclic'": (e120, 3, ('placement',)),
-    "placement != 'cyclic' and item.stride > 1": (e121, 8, ('item', 'placement')),
-    "placement != 'cyclic' and item.stride == 1": (e122, 8, ('item', 'placement')),
-    'item.mesh': (e123, 2, ('item',)),
-    'item.size': (e124, 2, ('item',)),
-    'item.stride': (e125, 2, ('item',)),
-    'ranks(item.example)': (e126, 3, ('item',)),
-    "(' (its first ' + str(len(item.example)) + ' of ' + str(item.size) + ' ranks)') if len(item.example) < item.size else ''": (e127, 22, ('item',)),
-    'item.max_nodes': (e128, 2, ('item',)),
-    'item.crossing_groups': (e129, 2, ('item',)),
-    'item.groups': (e130, 2, ('item',)),
-    'keys[item.role] if item.role in keys else keys.tp': (e131, 11, ('item', 'keys')),
-    'join([t for t in divisors(gpus_per_node) if t > 1])': (e132, 8, ('gpus_per_node',)),
-    "item.role in ['ep', 'cp'] and item.size > 1": (e133, 11, ('item',)),
-    "placement != 'cyclic'": (e134, 3, ('placement',)),
-    "'all-to-all token dispatch' if item.role == 'ep' else 'ring attention exchange'": (e135, 7, ('item',)),
-    'keys[item.role]': (e136, 4, ('item', 'keys')),
-    "'EP' if item.role == 'ep' else 'CP'": (e137, 7, ('item',)),
-    "'e.g. EP across nodes to fit the experts' if item.role == 'ep' else 'e.g. CP across nodes to fit a long sequence'": (e138, 7, ('item',)),
-    'world_size % gpus_per_node == 0': (e139, 5, ('gpus_per_node', 'world_size')),
-    'world_size > gpus_per_node': (e140, 3, ('gpus_per_node', 'world_size')),
-    'nodes': (e141, 1, ('nodes',)),
-    'world_size % gpus_per_node': (e142, 3, ('gpus_per_node', 'world_size')),
-    'world_size // gpus_per_node * gpus_per_node': (e143, 5, ('gpus_per_node', 'world_size')),
-    '(world_size // gpus_per_node + 1) * gpus_per_node': (e144, 7, ('gpus_per_node', 'world_size')),
-    'item': (e145, 1, ('item',)),
-    'srun_idle != null and not said': (e146, 6, ('said', 'srun_idle')),
-    'len(world_factors) > 0 and not any([f.inferred for f in world_factors]) and all([f.value != null and f.value >= 1 for f in world_factors]) and product != world_size': (e147, 28, ('product', 'world_factors', 'world_size')),
-    'mismatch and product == srun_idle.world': (e148, 6, ('mismatch', 'product', 'srun_idle')),
-    "'no --ntasks or --ntasks-per-node, so SLURM starts one per node by default' if srun_idle.default else '--ntasks-per-node=' + str(srun_idle.tasks_per_node)": (e149, 9, ('srun_idle',)),
-    "'' if srun_idle.nodes == 1 else 's'": (e150, 7, ('srun_idle',)),
-    "'' if world_size == 1 else 's'": (e151, 6, ('world_size',)),
-    'srun_idle.world - world_size': (e152, 4, ('srun_idle', 'world_size')),
-    "(', while ' + join(srun_idle.agree, ' and ') + ' count' + ('s' if len(srun_idle.agree) == 1 else '') + ' all ' + str(srun_idle.world)) if len(srun_idle.agree) > 0 else ''": (e153, 30, ('srun_idle',)),
-    'srun_idle.line': (e154, 2, ('srun_idle',)),
-    'srun_idle.col': (e155, 2, ('srun_idle',)),
-    "': KempnerForge sets cuda:SLURM_LOCALID (kempnerforge/distributed/setup.py:33, :201), which --gpus-per-task=1 alone would put out of range' if dialect == 'kempnerforge' else ''": (e156, 6, ('dialect',)),
-    'cp': (e157, 1, ('cp',)),
-    'keys.cp': (e158, 2, ('keys',)),
-    'model.max_seq_len': (e159, 2, ('model',)),
-    'pp': (e160, 1, ('pp',)),
-    'model.n_heads % tp == 0': (e161, 6, ('model', 'tp')),
-    'tp > 1': (e162, 3, ('tp',)),
-    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e163, 39, ('choices', 'gpus_per_node', 'model')),
-    'model.called': (e164, 2, ('model',)),
-    'model.n_heads': (e165, 2, ('model',)),
-    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e166, 10, ('tps',)),
-    'model.n_kv_heads': (e167, 2, ('model',)),
-    'model.n_kv_heads % tp == 0': (e168, 6, ('model', 'tp')),
-    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e169, 6, ('dialect',)),
-    'model.num_experts': (e170, 2, ('model',)),
-    'keys.pp': (e171, 2, ('keys',)),
-    'model.is_moe': (e172, 2, ('model',)),
-    'ep > 1': (e173, 3, ('ep',)),
-    'ep': (e174, 1, ('ep',)),
-    'keys.ep': (e175, 2, ('keys',)),
-    'model.num_experts % ep == 0': (e176, 6, ('ep', 'model')),
-    'ep > 1 and model.is_moe': (e177, 6, ('ep', 'model')),
-    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e178, 21, ('choices', 'model')),
-    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e179, 10, ('eps',)),
-    'item.col': (e180, 2, ('item',)),
-    'etp': (e181, 1, ('etp',)),
-    'dp_shard': (e182, 1, ('dp_shard',)),
-    'len(uneven) == 0': (e183, 4, ('uneven',)),
-    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e184, 24, ('model', 'tp')),
-    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e185, 29, ('choices', 'gpus_per_node', 'uneven')),
-    "model.called == 'model.'": (e186, 4, ('model',)),
-    "model.called != 'model.' and len(fits) > 0": (e187, 9, ('fits', 'model')),
-    "model.called != 'model.' and len(fits) == 0": (e188, 9, ('fits', 'model')),
-    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e189, 14, ('uneven',)),
-    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e190, 27, ('tp', 'uneven')),
-    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e191, 20, ('tp', 'uneven')),
-    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e192, 10, ('fits',)),
-    'join(fits)': (e193, 2, ('fits',)),
-    "join([u[0] for u in uneven], ' and ')": (e194, 7, ('uneven',)),
-    'memory.peak_gib <= memory.gpu_gib': (e195, 5, ('memory',)),
-    'round(memory.peak_gib, 1)': (e196, 4, ('memory',)),
-    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e197, 11, ('memory',)),
-    'memory.gpu_gib': (e198, 2, ('memory',)),
-    'memory.capacity_source': (e199, 2, ('memory',)),
-    'memory.summary': (e200, 2, ('memory',)),
-    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e201, 7, ('dialect', 'keys')),
-    'memory.largest': (e202, 2, ('memory',)),
-    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e203, 13, ('dialect',)),
-    'memory.ac': (e204, 2, ('memory',)),
-    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e205, 10, ('memory',)),
-    'round(memory.margin * 100)': (e206, 5, ('memory',)),
-    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e207, 13, ('dialect',)),
-    'pipeline.split_error == null': (e208, 4, ('pipeline',)),
-    'pp > 1': (e209, 3, ('pp',)),
-    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e210, 23, ('choices', 'model')),
-    'pipeline.stages if pipeline.stages != null else pp': (e211, 8, ('pipeline', 'pp')),
-    'model.n_layers': (e212, 2, ('model',)),
-    'pipeline.split_error': (e213, 2, ('pipeline',)),
-    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e214, 8, ('keys', 'pipeline')),
-    "' (or pipeline_parallel_layers_per_stage)' if dialect == 'torchtitan' else ''": (e215, 6, ('dialect',)),
-    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e216, 10, ('pps',)),
-    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e217, 7, ('pipeline',)),
-    'pp > 1 and pipeline.effective_counts != null': (e218, 8, ('pipeline', 'pp')),
-    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e219, 7, ('dialect', 'parallelism')),
-    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e220, 7, ('dialect', 'parallelism')),
-    'model.n_layers + first + last': (e221, 6, ('first', 'last', 'model')),
-    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e222, 12, ('pipeline', 'total')),
-    "dialect != 'torchtitan'": (e223, 3, ('dialect',)),
-    "dialect == 'torchtitan' and framework_version == '0.1.0'": (e224, 7, ('dialect', 'framework_version')),
-    "dialect == 'torchtitan' and framework_version != '0.1.0'": (e225, 7, ('dialect', 'framework_version')),
-    "plural(pipeline.stages, 'stage')": (e226, 4, ('pipeline',)),
-    'join(pipeline.layer_counts)': (e227, 3, ('pipeline',)),
-    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e228, 29, ('first', 'last', 'pipeline', 'total')),
-    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e229, 13, ('model',)),
-    'model.n_layers + 2': (e230, 4, ('model',)),
-    'pipeline.stages': (e231, 2, ('pipeline',)),
-    '(even_total - model.n_layers) // 2': (e232, 6, ('even_total', 'model')),
-    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e233, 11, ('even_total', 'model')),
-    'even_total': (e234, 1, ('even_total',)),
-    'even_total // pipeline.stages': (e235, 4, ('even_total', 'pipeline')),
-    'pipeline.schedule': (e236, 2, ('pipeline',)),
-    'pipeline.schedule_error': (e237, 2, ('pipeline',)),
-    'pipeline.schedule_error == null': (e238, 4, ('pipeline',)),
-    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e239, 21, ('dialect', 'pipeline', 'pp')),
-    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e240, 5, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e241, 9, ('dialect', 'pipeline')),
-    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e242, 32, ('dialect', 'pipeline', 'pp')),
-    'pipeline.n_microbatches >= pipeline.stages': (e243, 5, ('pipeline',)),
-    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e244, 13, ('pipeline', 'pp')),
-    "plural(pipeline.stages, 'pipeline stage')": (e245, 4, ('pipeline',)),
-    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e246, 50, ('pipeline', 'pp')),
-    'percent(pipeline.bubble)': (e247, 3, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e248, 19, ('dialect', 'pipeline')),
-    '4 * pipeline.stages': (e249, 4, ('pipeline',)),
-    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e250, 22, ('pipeline', 'pp')),
-    'total': (e251, 1, ('total',)),
-    'model.dim': (e252, 2, ('model',)),
-    'item[0]': (e253, 3, ('item',)),
-    'item[1]': (e254, 3, ('item',)),
-    'item[3]': (e255, 3, ('item',)),
-    'item[2]': (e256, 3, ('item',)),
-    '"\'"': (e257, 1, ()),
-    'unused_suppressions': (e258, 1, ('unused_suppressions',)),
-    "' of ' + item.selector if item.selector != null else ''": (e259, 10, ('item',)),
-    'item.reason': (e260, 2, ('item',)),
-    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e261, 12, ('item',)),
+    'item.key == unknown_keys[0].key': (e83, 7, ('item', 'unknown_keys')),
+    'written_for != null and not first': (e84, 6, ('first', 'written_for')),
+    'written_for != null and first': (e85, 5, ('first', 'written_for')),
+    'written_for == null and item.suggestion != null': (e86, 8, ('item', 'written_for')),
+    'written_for == null and item.suggestion == null': (e87, 8, ('item', 'written_for')),
+    'item.section': (e88, 2, ('item',)),
+    "' (did you mean ' + item.suggestion + '?)' if item.suggestion != null else ''": (e89, 12, ('item',)),
+    "item.framework if item.framework != null else ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)' if dialect == 'kempnerforge' else ('torchtitan does not know it' if dialect == 'torchtitan' else 'meshlint does not know it'))": (e90, 18, ('dialect', 'item')),
+    "'' if written_for == null else ('. Every key of this config that torchtitan ' + framework_version + ' does not know (' + join(written_for.keys) + ') is a key of torchtitan ' + written_for.version + ': the config looks written for torchtitan ' + written_for.version if first else '; a key of torchtitan ' + written_for.version + ', like every unknown key of this config (see ' + unknown_keys[0].key + ')')": (e91, 39, ('first', 'framework_version', 'unknown_keys', 'written_for')),
+    'written_for.version': (e92, 2, ('written_for',)),
+    'unknown_keys[0].key': (e93, 4, ('unknown_keys',)),
+    'framework_version': (e94, 1, ('framework_version',)),
+    'item.suggestion': (e95, 2, ('item',)),
+    'gpus_per_node != null': (e96, 3, ('gpus_per_node',)),
+    'world_known and world_size > 1': (e97, 5, ('world_known', 'world_size')),
+    "[s.code for s in skipped if s.needs == 'gpus_per_node']": (e98, 8, ('skipped',)),
+    "plural(len(needing), 'placement rule')": (e99, 4, ('needing',)),
+    'len(unreadable) > 0': (e100, 4, ('unreadable',)),
+    "join([(u.key if u.key != '' else 'options') + ' (line ' + str(u.line) + ': ' + u.reason + ')' for u in unreadable], '; ')": (e101, 25, ('unreadable',)),
+    "unreadable[0].key if unreadable[0].key != '' else '#L' + str(unreadable[0].line) + ':' + str(unreadable[0].col)": (e102, 26, ('unreadable',)),
+    "'set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them' if dialect == 'megatron' else ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)' if dialect == 'kempnerforge' else 'write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')": (e103, 11, ('dialect',)),
+    'refusals': (e104, 1, ('refusals',)),
+    'item.framework': (e105, 2, ('item',)),
+    'item.keys': (e106, 2, ('item',)),
+    'item.source': (e107, 2, ('item',)),
+    '[c for c in topology_conflicts if c.explicit]': (e108, 5, ('topology_conflicts',)),
+    'kept_values': (e109, 1, ('kept_values',)),
+    'tp <= gpus_per_node': (e110, 3, ('gpus_per_node', 'tp')),
+    'srun_idle == null or tp > srun_idle.gpus_per_node': (e111, 8, ('srun_idle', 'tp')),
+    'max([1] + [t for t in divisors(gpus_per_node) if t <= tp and (choices == null or t in choices.tp)])': (e112, 20, ('choices', 'gpus_per_node', 'tp')),
+    'tp': (e113, 1, ('tp',)),
+    'gpus_per_node': (e114, 1, ('gpus_per_node',)),
+    'gpus_per_node_source': (e115, 1, ('gpus_per_node_source',)),
+    'tp // gpus_per_node if tp % gpus_per_node == 0 else tp // gpus_per_node + 1': (e116, 14, ('gpus_per_node', 'tp')),
+    'keys.tp': (e117, 2, ('keys',)),
+    'best': (e118, 1, ('best',)),
+    "tp // best if tp % best == 0 else 'of ' + str(tp) + ' / ' + str(best)": (e119, 18, ('best', 'tp')),
+    'item.intra_node': (e120, 2, ('item',)),
+    "item.role in ['tp', 'etp'] and item.size > 1 and item.size <= gpus_per_node": (e121, 16, ('gpus_per_node', 'item')),
+    'axes': (e122, 1, ('axes',)),
+    "placement == 'cyclic'": (e123, 3, ('placement',)),
+    "placement != 'cyclic' and item.stride > 1": (e124, 8, ('item', 'placement')),
+    "placement != 'cyclic' and item.stride == 1": (e125, 8, ('item', 'placement')),
+    'item.mesh': (e126, 2, ('item',)),
+    'item.size': (e127, 2, ('item',)),
+    'item.stride': (e128, 2, ('item',)),
+    'ranks(item.example)': (e129, 3, ('item',)),
+    "(' (its first ' + str(len(item.example)) + ' of ' + str(item.size) + ' ranks)') if len(item.example) < item.size else ''": (e130, 22, ('item',)),
+    'item.max_nodes': (e131, 2, ('item',)),
+    'item.crossing_groups': (e132, 2, ('item',)),
+    'item.groups': (e133, 2, ('item',)),
+    'keys[item.role] if item.role in keys else keys.tp': (e134, 11, ('item', 'keys')),
+    'join([t for t in divisors(gpus_per_node) if t > 1])': (e135, 8, ('gpus_per_node',)),
+    "item.role in ['ep', 'cp'] and item.size > 1": (e136, 11, ('item',)),
+    "placement != 'cyclic'": (e137, 3, ('placement',)),
+    "'all-to-all token dispatch' if item.role == 'ep' else 'ring attention exchange'": (e138, 7, ('item',)),
+    'keys[item.role]': (e139, 4, ('item', 'keys')),
+    "'EP' if item.role == 'ep' else 'CP'": (e140, 7, ('item',)),
+    "'e.g. EP across nodes to fit the experts' if item.role == 'ep' else 'e.g. CP across nodes to fit a long sequence'": (e141, 7, ('item',)),
+    'world_size % gpus_per_node == 0': (e142, 5, ('gpus_per_node', 'world_size')),
+    'world_size > gpus_per_node': (e143, 3, ('gpus_per_node', 'world_size')),
+    'nodes': (e144, 1, ('nodes',)),
+    'world_size % gpus_per_node': (e145, 3, ('gpus_per_node', 'world_size')),
+    'world_size // gpus_per_node * gpus_per_node': (e146, 5, ('gpus_per_node', 'world_size')),
+    '(world_size // gpus_per_node + 1) * gpus_per_node': (e147, 7, ('gpus_per_node', 'world_size')),
+    'item': (e148, 1, ('item',)),
+    'srun_idle != null and not said': (e149, 6, ('said', 'srun_idle')),
+    'len(world_factors) > 0 and not any([f.inferred for f in world_factors]) and all([f.value != null and f.value >= 1 for f in world_factors]) and product != world_size': (e150, 28, ('product', 'world_factors', 'world_size')),
+    'mismatch and product == srun_idle.world': (e151, 6, ('mismatch', 'product', 'srun_idle')),
+    "'no --ntasks or --ntasks-per-node, so SLURM starts one per node by default' if srun_idle.default else '--ntasks-per-node=' + str(srun_idle.tasks_per_node)": (e152, 9, ('srun_idle',)),
+    "'' if srun_idle.nodes == 1 else 's'": (e153, 7, ('srun_idle',)),
+    "'' if world_size == 1 else 's'": (e154, 6, ('world_size',)),
+    'srun_idle.world - world_size': (e155, 4, ('srun_idle', 'world_size')),
+    "(', while ' + join(srun_idle.agree, ' and ') + ' count' + ('s' if len(srun_idle.agree) == 1 else '') + ' all ' + str(srun_idle.world)) if len(srun_idle.agree) > 0 else ''": (e156, 30, ('srun_idle',)),
+    'srun_idle.line': (e157, 2, ('srun_idle',)),
+    'srun_idle.col': (e158, 2, ('srun_idle',)),
+    "': KempnerForge sets cuda:SLURM_LOCALID (kempnerforge/distributed/setup.py:33, :201), which --gpus-per-task=1 alone would put out of range' if dialect == 'kempnerforge' else ''": (e159, 6, ('dialect',)),
+    'cp': (e160, 1, ('cp',)),
+    'keys.cp': (e161, 2, ('keys',)),
+    'model.max_seq_len': (e162, 2, ('model',)),
+    'pp': (e163, 1, ('pp',)),
+    'model.n_heads % tp == 0': (e164, 6, ('model', 'tp')),
+    'tp > 1': (e165, 3, ('tp',)),
+    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e166, 39, ('choices', 'gpus_per_node', 'model')),
+    'model.called': (e167, 2, ('model',)),
+    'model.n_heads': (e168, 2, ('model',)),
+    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e169, 10, ('tps',)),
+    'model.n_kv_heads': (e170, 2, ('model',)),
+    'model.n_kv_heads % tp == 0': (e171, 6, ('model', 'tp')),
+    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e172, 6, ('dialect',)),
+    'model.num_experts': (e173, 2, ('model',)),
+    'keys.pp': (e174, 2, ('keys',)),
+    'model.is_moe': (e175, 2, ('model',)),
+    'ep > 1': (e176, 3, ('ep',)),
+    'ep': (e177, 1, ('ep',)),
+    'keys.ep': (e178, 2, ('keys',)),
+    'model.num_experts % ep == 0': (e179, 6, ('ep', 'model')),
+    'ep > 1 and model.is_moe': (e180, 6, ('ep', 'model')),
+    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e181, 21, ('choices', 'model')),
+    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e182, 10, ('eps',)),
+    'item.col': (e183, 2, ('item',)),
+    'etp': (e184, 1, ('etp',)),
+    'dp_shard': (e185, 1, ('dp_shard',)),
+    'len(uneven) == 0': (e186, 4, ('uneven',)),
+    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e187, 24, ('model', 'tp')),
+    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e188, 29, ('choices', 'gpus_per_node', 'uneven')),
+    "model.called == 'model.'": (e189, 4, ('model',)),
+    "model.called != 'model.' and len(fits) > 0": (e190, 9, ('fits', 'model')),
+    "model.called != 'model.' and len(fits) == 0": (e191, 9, ('fits', 'model')),
+    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e192, 14, ('uneven',)),
+    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e193, 27, ('tp', 'uneven')),
+    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e194, 20, ('tp', 'uneven')),
+    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e195, 10, ('fits',)),
+    'join(fits)': (e196, 2, ('fits',)),
+    "join([u[0] for u in uneven], ' and ')": (e197, 7, ('uneven',)),
+    'memory.peak_gib <= memory.gpu_gib': (e198, 5, ('memory',)),
+    'round(memory.peak_gib, 1)': (e199, 4, ('memory',)),
+    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e200, 11, ('memory',)),
+    'memory.gpu_gib': (e201, 2, ('memory',)),
+    'memory.capacity_source': (e202, 2, ('memory',)),
+    'memory.summary': (e203, 2, ('memory',)),
+    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e204, 7, ('dialect', 'keys')),
+    'memory.largest': (e205, 2, ('memory',)),
+    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e206, 13, ('dialect',)),
+    'memory.ac': (e207, 2, ('memory',)),
+    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e208, 10, ('memory',)),
+    'round(memory.margin * 100)': (e209, 5, ('memory',)),
+    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e210, 13, ('dialect',)),
+    'pipeline.split_error == null': (e211, 4, ('pipeline',)),
+    'pp > 1': (e212, 3, ('pp',)),
+    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e213, 23, ('choices', 'model')),
+    'pipeline.stages if pipeline.stages != null else pp': (e214, 8, ('pipeline', 'pp')),
+    'model.n_layers': (e215, 2, ('model',)),
+    'pipeline.split_error': (e216, 2, ('pipeline',)),
+    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e217, 8, ('keys', 'pipeline')),
+    "' (or pipeline_parallel_layers_per_stage)' if dialect == 'torchtitan' else ''": (e218, 6, ('dialect',)),
+    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e219, 10, ('pps',)),
+    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e220, 7, ('pipeline',)),
+    'pp > 1 and pipeline.effective_counts != null': (e221, 8, ('pipeline', 'pp')),
+    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e222, 7, ('dialect', 'parallelism')),
+    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e223, 7, ('dialect', 'parallelism')),
+    'model.n_layers + first + last': (e224, 6, ('first', 'last', 'model')),
+    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e225, 12, ('pipeline', 'total')),
+    "dialect != 'torchtitan'": (e226, 3, ('dialect',)),
+    "dialect == 'torchtitan' and framework_version == '0.1.0'": (e227, 7, ('dialect', 'framework_version')),
+    "dialect == 'torchtitan' and framework_version != '0.1.0'": (e228, 7, ('dialect', 'framework_version')),
+    "plural(pipeline.stages, 'stage')": (e229, 4, ('pipeline',)),
+    'join(pipeline.layer_counts)': (e230, 3, ('pipeline',)),
+    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e231, 29, ('first', 'last', 'pipeline', 'total')),
+    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e232, 13, ('model',)),
+    'model.n_layers + 2': (e233, 4, ('model',)),
+    'pipeline.stages': (e234, 2, ('pipeline',)),
+    '(even_total - model.n_layers) // 2': (e235, 6, ('even_total', 'model')),
+    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e236, 11, ('even_total', 'model')),
+    'even_total': (e237, 1, ('even_total',)),
+    'even_total // pipeline.stages': (e238, 4, ('even_total', 'pipeline')),
+    'pipeline.schedule': (e239, 2, ('pipeline',)),
+    'pipeline.schedule_error': (e240, 2, ('pipeline',)),
+    'pipeline.schedule_error == null': (e241, 4, ('pipeline',)),
+    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e242, 21, ('dialect', 'pipeline', 'pp')),
+    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e243, 5, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e244, 9, ('dialect', 'pipeline')),
+    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e245, 32, ('dialect', 'pipeline', 'pp')),
+    'pipeline.n_microbatches >= pipeline.stages': (e246, 5, ('pipeline',)),
+    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e247, 13, ('pipeline', 'pp')),
+    "plural(pipeline.stages, 'pipeline stage')": (e248, 4, ('pipeline',)),
+    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e249, 50, ('pipeline', 'pp')),
+    'percent(pipeline.bubble)': (e250, 3, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e251, 19, ('dialect', 'pipeline')),
+    '4 * pipeline.stages': (e252, 4, ('pipeline',)),
+    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e253, 22, ('pipeline', 'pp')),
+    'total': (e254, 1, ('total',)),
+    'model.dim': (e255, 2, ('model',)),
+    'item[0]': (e256, 3, ('item',)),
+    'item[1]': (e257, 3, ('item',)),
+    'item[3]': (e258, 3, ('item',)),
+    'item[2]': (e259, 3, ('item',)),
+    '"\'"': (e260, 1, ()),
+    'unused_suppressions': (e261, 1, ('unused_suppressions',)),
+    "' of ' + item.selector if item.selector != null else ''": (e262, 10, ('item',)),
+    'item.reason': (e263, 2, ('item',)),
+    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e264, 12, ('item',)),
 }
