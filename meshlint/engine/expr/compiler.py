@@ -31,7 +31,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 """
-_ARITH_FAST = ("+", "-", "*")  # on two ints these never raise; the rest go through _binop's checks
+_ARITH_FAST = ("+", "-", "*")  # on two ints these never raise (% and // only for a divisor not 0: binop)
 
 
 class _Writer:
