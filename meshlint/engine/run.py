@@ -14,7 +14,8 @@ from meshlint.record import Record
 from meshlint.engine import expr
 from meshlint.engine.expr.errors import NET, evaluation_error
 from meshlint.engine.expr.expression import compiled_for
-from meshlint.engine.expr.values import DEFAULT_BUDGET, Budget, Env, _charge
+from meshlint.engine.expr.values import _NO_LETS, DEFAULT_BUDGET, Budget, Env, _charge
+from meshlint.limits import MAX_RULE_MEMORY
 from meshlint.engine.findings import Finding
 from meshlint.engine.rules import Rule
 
@@ -38,13 +39,15 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     compiled_for(facts["dialect"])  # the built-in rules' functions for this dialect, imported on first use
     spare = None  # the last rule's scope, when no failure kept it: renewed for the next (a new one costs more)
     framework_id = (facts.get("framework") or {}).get("id")
-    for rule, params in _for_dialect(rules, facts["dialect"]):
-        if rule.frameworks is not None and framework_id not in rule.frameworks:
-            continue  # another version's rule: its foreach may name fields this version's config lacks
+    for rule, params, lets in _for_dialect(rules, facts["dialect"], framework_id):
         if spare is None:
-            env = Env(params, rule.lets, Budget(DEFAULT_BUDGET), shared)
-        else:
-            env, spare = spare.renew(params, rule.lets, DEFAULT_BUDGET), None
+            env = Env(params, lets, Budget(DEFAULT_BUDGET), shared)
+        else:  # Env.renew, inline (once per rule and config): as Env(params, lets, Budget(...), shared) makes one
+            env, spare = spare, None
+            env.values, env.lets = params, lets
+            env.let_cache = env.let_active = env.let_replay = None
+            budget = env.budget
+            budget.left, budget.mem, budget.lets = DEFAULT_BUDGET, MAX_RULE_MEMORY, 0
         kept = len(failures)
         foreach = rule.foreach
         try:
@@ -108,30 +111,34 @@ def _keys(rule: Rule, scope: expr.Env) -> set:
 _BY_DIALECT: dict[tuple, tuple] = {}
 
 
-def _for_dialect(rules: list[Rule], dialect: str) -> list[tuple[Rule, dict]]:
-    """The rules that apply to a dialect, each with its scope's own names (``params``), once per rule list:
-    no evaluation changes a scope's names (loops and ``item`` bind theirs in scopes of their own)."""
-    key = (id(rules), dialect)
+def _for_dialect(rules: list[Rule], dialect: str, framework_id: str | None) -> list[tuple[Rule, dict, dict]]:
+    """The rules that apply to a dialect and framework, each with its scope's own names (``params``) and its lets
+    (never None: Env's own default), once per rule list: no evaluation changes a scope's names (loops and ``item``
+    bind theirs in scopes of their own). A rule of another framework version is left out here, not skipped per
+    config: its foreach may name fields this version's config lacks."""
+    key = (id(rules), dialect, framework_id)
     hit = _BY_DIALECT.get(key)
     if hit is None or hit[0] is not rules:
         if len(_BY_DIALECT) >= 12:  # a long-lived process loads many rule lists: keep the cache bounded
             _BY_DIALECT.clear()
-        hit = _BY_DIALECT[key] = (rules, [(r, {"params": r.params}) for r in rules if r.applies_to(dialect)])
+        hit = _BY_DIALECT[key] = (rules, [(r, {"params": r.params}, r.lets or _NO_LETS) for r in rules
+                                          if r.applies_to(dialect)
+                                          and (r.frameworks is None or framework_id in r.frameworks)])
     return hit[1]
 
 
 def _passes(when, check, env) -> bool:
     """Whether a scope passes a rule: its ``when`` false, or its ``check`` true: ``_truth(e.evaluate(env))`` of
     each, with ``Expr.evaluate`` inline where the expression's function is built (its size charged up front, the
-    same net): this runs for every rule of every config."""
+    same net): this runs for every rule of every config (and every item of a foreach rule), so the two are written
+    out rather than looped over (no tuple, no loop: 1.2 M instructions less in a first run of 30 configs)."""
     budget = env.budget
-    is_when = when is not None
-    for e in (when, check) if is_when else (check,):
-        fn = e._fn
+    if when is not None:
+        fn = when._fn
         if fn is None:
-            verdict = e.evaluate(env)
+            verdict = when.evaluate(env)
         else:
-            budget.left -= e.size
+            budget.left -= when.size
             if budget.left < 0:
                 _charge(env, 0)  # raises
             try:
@@ -139,9 +146,19 @@ def _passes(when, check, env) -> bool:
             except NET as exc:
                 raise evaluation_error(exc) from None
         if verdict is not True and (verdict is False or not _truth(verdict)):
-            return is_when  # a false when passes; a false check fails
-        is_when = False
-    return True
+            return True  # a false when passes
+    fn = check._fn
+    if fn is None:
+        verdict = check.evaluate(env)
+    else:
+        budget.left -= check.size
+        if budget.left < 0:
+            _charge(env, 0)  # raises
+        try:
+            verdict = fn(env)
+        except NET as exc:
+            raise evaluation_error(exc) from None
+    return verdict is True or (verdict is not False and _truth(verdict))
 
 
 def _truth(value) -> bool:

@@ -31,7 +31,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 """
-_ARITH_FAST = ("+", "-", "*")  # on two ints these never raise; the rest go through _binop's checks
+_ARITH_FAST = ("+", "-", "*")  # on two ints these never raise (% and // only for a divisor not 0: binop)
 
 
 class _Writer:
@@ -53,9 +53,28 @@ class _Writer:
         # second read is its cached value, charged nothing), wherever the first read runs before the second;
         # (local, ".field") the same for a field read off a value (pure: nothing charged, nothing changed)
         self.names: dict = {}
+        # temps known to hold a bool (a comparison's, ``not``'s, ``and``/``or``'s result): their truth is themselves;
+        # temps known never null (those, arithmetic's results): no null check before an operator reads them
+        self.bools: set = set()
+        self.nonnull: set = set()
+        # the scopes (locals holding an Env) some emitted code looks a name up in, or hangs a needed scope under
+        self.scopes_used: set = set()
+        # temp -> the reads (as in ``names``) made on every way to that temp being true: ``a and b`` is true only
+        # where b's block ran, so ``(a and b) and c`` reads in c's block what b's read, without reading it again
+        self.when_true: dict = {}
 
     def enter(self) -> None:
         self.level += 1
+
+    def enter_when(self, test: str) -> None:
+        """Into the block of ``if test:``: what was read on every way to ``test`` being true is known there too."""
+        self.enter()
+        for key, (local, _level) in self.when_true.get(test, {}).items():
+            self.names.setdefault(key, (local, self.level))
+
+    def here(self) -> dict:
+        """What was read in this block itself (not in one inside it): known wherever the block ran to its end."""
+        return {key: entry for key, entry in self.names.items() if entry[1] == self.level}
 
     def leave(self, level: int | None = None) -> None:
         """Back out of blocks to ``level`` (one block: None): what was read inside them is not read on every way here."""
@@ -75,11 +94,13 @@ class _Writer:
         return value.startswith("(") and value != "(None)"
 
     def need(self, value: str) -> None:
-        if not self.known(value):
+        if not self.known(value) and value not in self.nonnull:
             self.emit(f"if {value} is None or {value}.__class__ is Missing: _need({value})")  # raises
 
     def truth(self, value: str) -> str:
         # _truth(v): bool(v), NeedFact for an unknown; a bool is its own truth
+        if value in self.bools or value == "(True)" or value == "(False)":
+            return value
         return f"_truth({value})" if self.compact else f"({value} if {value}.__class__ is bool else _truth({value}))"
 
     def expr(self, node: Node, env: str, bound: dict) -> str:
@@ -88,16 +109,18 @@ class _Writer:
         if kind is Const:  # the literal itself, bracketed: an operand like any local
             return _literal(node.value)
         if kind is Name:
+            # the innermost loop's scope holds a loop variable (what env.lookup would find first), else a lookup
+            where = (bound[node.name], "") if node.name in bound else (env, node.name)
+            seen = self.names.get(where)
+            if seen is not None:
+                return seen[0]
             t = self.temp()
-            if node.name in bound:  # the innermost loop's scope holds it: what env.lookup would find first
+            if node.name in bound:
                 self.emit(f"{t} = {bound[node.name]}")
             else:
-                seen = self.names.get((env, node.name))
-                if seen is not None:
-                    self.temps -= 1
-                    return seen[0]
                 self.emit(f"{t} = {env}.lookup({node.name!r})")
-                self.names[(env, node.name)] = (t, self.level)
+                self.scopes_used.add(env)
+            self.names[where] = (t, self.level)
             self.emit(f"if {t} is None: {t} = Missing({node.name!r})")
             return t
         if kind is Attr:
@@ -141,7 +164,7 @@ class _Writer:
             args = [self.expr(a, env, bound) for a in node.args]
             spec = FUNCTIONS[node.func]
             t = self.temp()
-            call = f"call_value({env}, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, [{', '.join(args)}])"
+            call = f"call_value(env, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, [{', '.join(args)}])"
             if self.compact:
                 self.emit(f"{t} = {call}")
             elif node.func == "len" and len(args) == 1 and spec.fn is _f_len and spec.cost is _cost_len:
@@ -149,18 +172,20 @@ class _Writer:
                 a = args[0]
                 self.emit(f"if {a}.__class__ is list or {a}.__class__ is str or {a}.__class__ is dict:")
                 self.emit(f"    {t} = len({a})")
-                self.emit(f"    {env}.budget.left -= {t} if {t} > 1 else 1")
-                self.emit(f"    if {env}.budget.left < 0: _charge({env}, 0)")
+                self.emit(f"    env.budget.left -= {t} if {t} > 1 else 1")
+                self.emit("    if env.budget.left < 0: _charge(env, 0)")
                 self.emit("else:")
                 self.emit(f"    {t} = {call}")
+                self.nonnull.add(t)  # a length, or call_value's error
             elif node.func == "type" and len(args) == 1 and spec.fn is _f_type \
                     and spec.cost is FuncSpec._field_defaults["cost"]:
                 # call_value's work inline: one step, then the name's characters to the memory budget
-                self.emit(f"{env}.budget.left -= 1")
-                self.emit(f"if {env}.budget.left < 0: _charge({env}, 0)")
+                self.emit("env.budget.left -= 1")
+                self.emit("if env.budget.left < 0: _charge(env, 0)")
                 self.emit(f"{t} = type_name({args[0]})")
-                self.emit(f"{env}.budget.mem -= len({t})")
-                self.emit(f"if {env}.budget.mem < 0: _charge_mem({env}, 0)")
+                self.emit(f"env.budget.mem -= len({t})")
+                self.emit("if env.budget.mem < 0: _charge_mem(env, 0)")
+                self.nonnull.add(t)
             else:
                 self.emit(f"{t} = {call}")
             return t
@@ -169,19 +194,29 @@ class _Writer:
             t = self.temp()
             if node.op == "not":
                 self.emit(f"{t} = not {self.truth(operand)}")
+                self.bools.add(t)
             else:
                 self.emit(f"{t} = _check_value({node.op}_num({operand}, {node.op!r}))")
+            self.nonnull.add(t)
             return t
         if kind is BoolOp:
             left = self.expr(node.left, env, bound)
             t = self.temp()
-            self.emit(f"if {self.truth(left)}:" if node.op == "and" else f"if not {self.truth(left)}:")
-            self.enter()
+            if node.op == "and":
+                self.emit(f"if {self.truth(left)}:")
+                self.enter_when(left)
+            else:
+                self.emit(f"if not {self.truth(left)}:")
+                self.enter()
             right = self.expr(node.right, env, bound)
             self.emit(f"{t} = {self.truth(right)}")
+            if node.op == "and":  # ``t`` true: this block ran to its end, and ``right`` was true
+                self.when_true[t] = {**self.here(), **self.when_true.get(right, {})}
             self.leave()
             self.emit("else:")
             self.emit(f"    {t} = {node.op == 'or'!r}")
+            self.bools.add(t)
+            self.nonnull.add(t)
             return t
         if kind is BinOp:
             left = self.expr(node.left, env, bound)
@@ -189,14 +224,8 @@ class _Writer:
             right = self.expr(node.right, env, bound)
             self.need(right)
             t = self.temp()
-            if node.op in _ARITH_FAST and not self.compact:
-                self.emit(f"if {left}.__class__ is int and {right}.__class__ is int:")
-                self.emit(f"    {t} = {left} {node.op} {right}")
-                self.emit(f"    if not -MAX_INT <= {t} <= MAX_INT: _check_value({t})")
-                self.emit("else:")
-                self.emit(f"    {t} = _binop({node.op!r}, {left}, {right}, {env})")
-            else:
-                self.emit(f"{t} = _binop({node.op!r}, {left}, {right}, {env})")
+            self.binop(node.op, left, right, t)
+            self.nonnull.add(t)  # _binop gives a value or raises
             return t
         if kind is Compare:
             return self.compare(node, env, bound)
@@ -204,13 +233,19 @@ class _Writer:
             test = self.expr(node.test, env, bound)
             t = self.temp()
             self.emit(f"if {self.truth(test)}:")
-            self.enter()
-            self.emit(f"{t} = {self.expr(node.then, env, bound)}")
+            self.enter_when(test)
+            then = self.expr(node.then, env, bound)
+            self.emit(f"{t} = {then}")
             self.leave()
             self.emit("else:")
             self.enter()
-            self.emit(f"{t} = {self.expr(node.other, env, bound)}")
+            other = self.expr(node.other, env, bound)
+            self.emit(f"{t} = {other}")
             self.leave()
+            if (then in self.bools or then in ("(True)", "(False)")) and \
+                    (other in self.bools or other in ("(True)", "(False)")):
+                self.bools.add(t)
+                self.nonnull.add(t)
             return t
         if kind is ListLit:
             if all(i.__class__ is Const for i in node.items):  # one list, never mutated (as the interpreter's)
@@ -226,7 +261,43 @@ class _Writer:
             return self.listcomp(node, env, bound)
         raise TypeError(f"no such node: {kind.__name__}")
 
+    def binop(self, op: str, left: str, right: str, t: str) -> None:
+        """``t = left op right``: _binop's usual cases inline (not in compact functions), each with its checks."""
+        fallback = f"{t} = _binop({op!r}, {left}, {right}, env)"
+        ints = [f"{v}.__class__ is int" for v in (left, right) if not _is_int_literal(v)]  # a literal int: known
+        if self.compact or op not in _ARITH_FAST + ("%", "//") \
+                or any(self.known(v) and not _is_int_literal(v) for v in (left, right)):
+            self.emit(fallback)  # no fast path, or a literal string, float or bool: _binop's own work
+            return
+        if op == "%" or op == "//":  # a divisor not 0 (else _binop's "division by zero")
+            if right == "(0)":
+                self.emit(fallback)
+                return
+            if not _is_int_literal(right):
+                ints.append(right)
+        test = " and ".join(ints) or "True"
+        self.emit(f"if {test}:")  # two ints: never an error but an int out of bounds
+        self.emit(f"    {t} = {left} {op} {right}")
+        self.emit(f"    if not -MAX_INT <= {t} <= MAX_INT: _check_value({t})")
+        if op == "+" and not self.known(left) and not self.known(right):
+            # two lists joined (foreach tables built of parts): _binop's length check, then its charges, in order
+            self.emit(f"elif {left}.__class__ is list and {right}.__class__ is list "
+                      f"and len({left}) + len({right}) <= MAX_LIST:")
+            self.emit(f"    {t} = {left} + {right}")
+            self.emit(f"    env.budget.left -= len({t})")
+            self.emit("    if env.budget.left < 0: _charge(env, 0)")
+            self.emit(f"    env.budget.mem -= len({t})")
+            self.emit("    if env.budget.mem < 0: _charge_mem(env, 0)")
+        self.emit("else:")
+        self.emit("    " + fallback)
+
     def compare(self, node: Compare, env: str, bound: dict) -> str:
+        t = self.compare_into(node, env, bound)
+        self.bools.add(t)  # every comparison gives True or False (_compare's too)
+        self.nonnull.add(t)
+        return t
+
+    def compare_into(self, node: Compare, env: str, bound: dict) -> str:
         first = self.expr(node.first, env, bound)
         t = self.temp()
         if len(node.rest) == 1:  # interp's compare1: equal ints or strings directly, else charged and checked
@@ -249,11 +320,22 @@ class _Writer:
                 self.emit(f"    {t} = {first} {op} {right}")
                 self.emit("else:")
                 self.enter()
+            elif op in ("in", "not in") and not self.compact and right_node.__class__ is ListLit \
+                    and all(i.__class__ is Const for i in right_node.items):
+                # ``x in ['tp', 'etp']``: a string or int looked up in a literal list is charged one step per item
+                # (_charge_operands), then compared item by item as _compare does (``a in b``)
+                fast = True
+                self.emit(f"if {first}.__class__ is str or {first}.__class__ is int:")
+                self.emit(f"    env.budget.left -= {len(right_node.items)}")
+                self.emit("    if env.budget.left < 0: _charge(env, 0)")
+                self.emit(f"    {t} = {first} {op} {right}")
+                self.emit("else:")
+                self.enter()
             if constant is None:
                 self.emit(f"if {right}.__class__ is list or {right}.__class__ is dict or {right}.__class__ is str: "
-                          f"_charge_operands({env}, {first}, {right})")
+                          f"_charge_operands(env, {first}, {right})")
             elif constant is str and len(right_node.value) > 64:  # what _charge_operands charges for it
-                self.emit(f"_charge_operands({env}, {first}, {right})")
+                self.emit(f"_charge_operands(env, {first}, {right})")
             self.emit(f"{t} = _compare({op!r}, {first}, {right})")
             if fast:
                 self.leave()
@@ -262,7 +344,7 @@ class _Writer:
         left, depth = first, 0
         for op, right_node in node.rest:
             right = self.expr(right_node, env, bound)
-            self.emit(f"_charge_operands({env}, {left}, {right})")
+            self.emit(f"_charge_operands(env, {left}, {right})")
             self.emit(f"if not _compare({op!r}, {left}, {right}):")
             self.emit(f"    {t} = False")
             self.emit("else:")
@@ -277,33 +359,54 @@ class _Writer:
         out, budget = self.temp(), self.temp()
         per_item = _count(node)
         self.emit(f"{out} = []")
-        self.emit(f"{budget} = {env}.budget")  # every scope of an evaluation shares its one Budget
+        self.emit(f"{budget} = env.budget")  # every scope of an evaluation shares its one Budget
         outer_level, scope, inner_bound = self.level, env, dict(bound)
+        levels = []  # (the level's scope, its parent, the lines that make and rebind it)
         for var, iterable in node.loops:
             items = self.temp()
-            self.emit(f"{items} = loop_items({self.expr(iterable, scope, inner_bound)})")
+            self.emit(f"{items} = {self.expr(iterable, scope, inner_bound)}")
+            self.emit(f"if {items}.__class__ is not list: {items} = loop_items({items})")  # a known list as it is
             inner, names, value = self.temp(), self.temp(), self.temp()
+            made = [len(self.lines)]
             self.emit(f"{inner} = Env({{}}, None, {budget}, {scope})")  # one scope per level, rebound per item
+            made.append(len(self.lines))
             self.emit(f"{names} = {inner}.values")
             self.emit(f"for {value} in {items}:")
             self.enter()
             self.emit(f"{budget}.left -= {per_item}")  # _charge, inline
-            self.emit(f"if {budget}.left < 0: _charge({env}, 0)")
+            self.emit(f"if {budget}.left < 0: _charge(env, 0)")
+            made.append(len(self.lines))
             self.emit(f"{names}[{var!r}] = {value}")
+            made.append(len(self.lines))
             self.emit(f"{inner}.let_cache = None")  # a let read here may depend on the loop variable
+            levels.append((inner, scope, made))
             scope = inner
             inner_bound[var] = value
         for cond in node.conds:  # all(...) of the conditions, stopping at the first false one
             c = self.expr(cond, scope, inner_bound)
             self.emit(f"if {self.truth(c)}:")
-            self.enter()
+            self.enter_when(c)
         elt = self.expr(node.elt, scope, inner_bound)
         self.emit(f"{out}.append({elt})")
         self.emit(f"{budget}.mem -= 1")
-        self.emit(f"if {budget}.mem < 0: _charge_mem({env}, 0)")
+        self.emit(f"if {budget}.mem < 0: _charge_mem(env, 0)")
         self.emit(f"if len({out}) > MAX_LIST: raise EvalError(f'list longer than {{MAX_LIST}} items')")
         self.leave(outer_level)
+        # A level's scope is made only where a name is looked up in it (or in a scope below it): loop variables
+        # are locals, and every charge goes to the one Budget through ``env``; a body that reads nothing else
+        # (``[f.value for f in world_factors]``) makes no Env at all.
+        for inner, parent, made in reversed(levels):
+            if inner in self.scopes_used:
+                self.scopes_used.add(parent)
+            else:
+                for i in made:
+                    self.lines[i] = None
         return out
+
+
+def _is_int_literal(value: str) -> bool:
+    """Whether ``value`` (a local or a bracketed literal) is a literal int (bool is not int here)."""
+    return value.startswith("(") and value[1:-1].lstrip("-").isdigit()
 
 
 def _literal(value) -> str:
@@ -325,7 +428,8 @@ def function_source(name: str, root: Node, consts: list, compact: bool = False) 
     except RecursionError:
         del consts[before:]
         return None
-    text = "\n".join([f"def {name}(env):", *writer.lines, f"    return {result}", ""])
+    text = "\n".join([f"def {name}(env):", *(line for line in writer.lines if line is not None),
+                      f"    return {result}", ""])
     try:
         compile(text, "<compiled rule expression>", "exec")  # nesting past Python's limits: left to the interpreter
     except (SyntaxError, RecursionError, MemoryError):

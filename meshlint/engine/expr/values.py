@@ -64,17 +64,6 @@ class Env:
         self.let_replay: dict | None = None
         self.loop = not values
 
-    def renew(self, values: dict[str, Any], lets: dict | None, steps: int) -> "Env":
-        """This scope made as ``Env(values, lets, Budget(steps), its parent)`` makes one (a fresh budget, no let
-        evaluated): for the next rule, where nothing kept this one (no finding of the last rule points at it)."""
-        self.values = values
-        self.lets = lets or _NO_LETS
-        self.let_cache = self.let_active = self.let_replay = None
-        self.loop = not values
-        budget = self.budget
-        budget.left, budget.mem, budget.lets = steps, MAX_RULE_MEMORY, 0
-        return self
-
     def child(self, extra: dict[str, Any]) -> "Env":
         return Env(extra, None, self.budget, self)
 
