@@ -3,7 +3,7 @@ names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt
 installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and
 _rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
 RECORD_LINES = (
     b'meshlint/_rules/ML101-invalid-value.toml,sha256=keOtQ9oBuOE1C7DaNsZcRnja4KFYYdTUtcRlrR6Pg7s,1784',
     b'meshlint/_rules/ML102-degree-out-of-range.toml,sha256=ZnFCePaufMQwoYEMvfxYaXLkDu0IHXlIiScRysVxXQo,1610',
@@ -215,14 +215,14 @@ RECORD_LINES = (
     b'meshlint/engine/expr/errors.py,sha256=CB16j8B5xBy8zMt6O66ezgdO9ICeJ_Klg-RLZunqeYE,1563',
     b'meshlint/engine/expr/tokens.py,sha256=1SD0WY1N3uY0aNuaf6Wjq7eBJPzNo-AySnTU0mfxv0A,3107',
     b'meshlint/engine/expr/nodes.py,sha256=9s6cWb0r-rOfk8Zw7uYW9DvTeRF5hotSIEfb13w7SkQ,4291',
-    b'meshlint/engine/expr/values.py,sha256=59bsQka1VpYi7tdvATRfXH5EQkAA4CWaj07E_kiQG94,18790',
+    b'meshlint/engine/expr/values.py,sha256=JDZwYXBCbK0irU5RDg7wqMdVNm9D0jZCS_GhU_gW1GQ,18192',
     b'meshlint/engine/expr/functions.py,sha256=2db9zuSlgw_1NzMzaRujMhB8nt6S-KNs0hl1NqF0foA,11960',
     b'meshlint/engine/expr/parser.py,sha256=SdGVs35xWWyMMSeaPWFwSwOtOUpx77z7ILb8ROOU98M,8205',
     b'meshlint/engine/expr/interp.py,sha256=UGTbGx0ZTYb_d_SIT1VgmeNZJw-OmKMqB5zSCOkG5n4,6658',
     b'meshlint/engine/expr/expression.py,sha256=acjzx8reXHk8yq3BlQLVFdoA3ZbfSICLUgMU2hvgAUY,8871',
     b'meshlint/engine/expr/template.py,sha256=3O3sH0ux8oRmVfwVJDM16Ml7h_qOP-b5eVzFZzClA04,5693',
     b'meshlint/engine/expr/treecode.py,sha256=tT44_8p5jlLoOjLE1xUyb5aJO9f-NMIm5j9JDrJldbY,6757',
-    b'meshlint/engine/expr/compiler.py,sha256=jObtoiKNspZ3CVz6izmgHq3Vm5Fl0Z6MPDJ1Giqg9XY,18376',
+    b'meshlint/engine/expr/compiler.py,sha256=60ZkMX4kcDWQD0dGvVowvZ8y42wRmLj7Jgyy80VEMBA,24329',
     b'meshlint/engine/rules.py,sha256=wX2NMu61eiU0yOO1dFes-0W7Ao2ZCt_-c6s20XdV5n0,13357',
     b'meshlint/engine/rule_cache.py,sha256=OnL9jH_NXc8Ywx6gX1_xL6-7EAN-rkfjKv8g8gXXvUg,8286',
     b'meshlint/engine/prebuilt.py,sha256=nEd-LETZLK72s2GeJ2GuDqbNql3-pywilcBitbORPrg,19804',

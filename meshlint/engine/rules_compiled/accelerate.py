@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -59,7 +59,7 @@ def e0(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('accelerate')
         if t4 is None: t4 = Missing('accelerate')
         if t4.__class__ is dict and 'sp' in t4:
@@ -71,10 +71,10 @@ def e0(env):
             t6 = t5 > (1)
         else:
             t6 = _compare('>', t5, (1))
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+        t3 = t6
     else:
         t3 = False
-    t7 = not (t3 if t3.__class__ is bool else _truth(t3))
+    t7 = not t3
     return t7
 
 def e1(env):
@@ -86,9 +86,14 @@ def e1(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K0
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'section_present' in t6:
@@ -100,20 +105,20 @@ def e1(env):
             t9 = env.lookup('cp')
             if t9 is None: t9 = Missing('cp')
             t10 = not (t9 is None or t9.__class__ is Missing)
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'sp' in t6:
                 t12 = t6['sp']
                 if t12 is None: t12 = Missing('accelerate.sp')
             else:
                 t12 = attr_value(t6, 'sp', 'accelerate.sp')
             t13 = not (t12 is None or t12.__class__ is Missing)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = t13
         else:
             t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+        t5 = t11
     else:
         t5 = False
     return t5
@@ -156,9 +161,14 @@ def e6(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K1
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'section_present' in t6:
@@ -170,17 +180,17 @@ def e6(env):
             t9 = env.lookup('tp')
             if t9 is None: t9 = Missing('tp')
             t10 = not (t9 is None or t9.__class__ is Missing)
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t12 = env.lookup('cp')
             if t12 is None: t12 = Missing('cp')
             t13 = not (t12 is None or t12.__class__ is Missing)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = t13
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t15 = env.lookup('declared')
             if t15 is None: t15 = Missing('declared')
             if t15.__class__ is dict and 'dp_replicate' in t15:
@@ -189,52 +199,41 @@ def e6(env):
             else:
                 t16 = attr_value(t15, 'dp_replicate', 'declared.dp_replicate')
             t17 = not (t16 is None or t16.__class__ is Missing)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+            t14 = t17
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             t19 = env.lookup('dp_shard')
             if t19 is None: t19 = Missing('dp_shard')
             t20 = not (t19 is None or t19.__class__ is Missing)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = t20
         else:
             t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t22 = env.lookup('tp')
-            if t22 is None: t22 = Missing('tp')
-            if t22.__class__ is int:
-                t23 = t22 > (1)
+        if t18:
+            if t9.__class__ is int:
+                t22 = t9 > (1)
             else:
-                t23 = _compare('>', t22, (1))
-            if not (t23 if t23.__class__ is bool else _truth(t23)):
-                t25 = env.lookup('cp')
-                if t25 is None: t25 = Missing('cp')
-                if t25.__class__ is int:
-                    t26 = t25 > (1)
+                t22 = _compare('>', t9, (1))
+            if not t22:
+                if t12.__class__ is int:
+                    t24 = t12 > (1)
                 else:
-                    t26 = _compare('>', t25, (1))
-                t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                    t24 = _compare('>', t12, (1))
+                t23 = t24
             else:
-                t24 = True
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t23 = True
+            t21 = t23
         else:
             t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t28 = env.lookup('declared')
-            if t28 is None: t28 = Missing('declared')
-            if t28.__class__ is dict and 'dp_replicate' in t28:
-                t29 = t28['dp_replicate']
-                if t29 is None: t29 = Missing('declared.dp_replicate')
+        if t21:
+            if t16.__class__ is int:
+                t26 = t16 > (1)
             else:
-                t29 = attr_value(t28, 'dp_replicate', 'declared.dp_replicate')
-            if t29.__class__ is int:
-                t30 = t29 > (1)
-            else:
-                t30 = _compare('>', t29, (1))
-            t27 = (t30 if t30.__class__ is bool else _truth(t30))
+                t26 = _compare('>', t16, (1))
+            t25 = t26
         else:
-            t27 = False
-        t5 = (t27 if t27.__class__ is bool else _truth(t27))
+            t25 = False
+        t5 = t25
     else:
         t5 = False
     return t5
@@ -252,7 +251,7 @@ def e8(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', ('tp_size = '), t4, env)
@@ -280,7 +279,7 @@ def e10(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('TP')
     else:
         t3 = ('CP')
@@ -307,9 +306,14 @@ def e12(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K2
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'section_present' in t6:
@@ -323,19 +327,16 @@ def e12(env):
             t8 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t11 = []
             t12 = env.budget
             t14 = env.lookup('sizes')
             if t14 is None: t14 = Missing('sizes')
-            t13 = loop_items(t14)
-            t15 = Env({}, None, t12, env)
-            t16 = t15.values
+            t13 = t14
+            if t13.__class__ is not list: t13 = loop_items(t13)
             for t17 in t13:
                 t12.left -= 13
                 if t12.left < 0: _charge(env, 0)
-                t16['s'] = t17
-                t15.let_cache = None
                 t18 = t17
                 if t18 is None: t18 = Missing('s')
                 if t18 is None or t18.__class__ is Missing: _need(t18)
@@ -345,68 +346,66 @@ def e12(env):
                 else:
                     t19 = index_value(t18, (1), 's')
                 t20 = not (t19 is None or t19.__class__ is Missing)
-                if (t20 if t20.__class__ is bool else _truth(t20)):
-                    t22 = t17
-                    if t22 is None: t22 = Missing('s')
-                    if t22 is None or t22.__class__ is Missing: _need(t22)
-                    if t22.__class__ is list and len(t22) > 1:
-                        t23 = t22[1]
-                        if t23 is None: t23 = Missing('s[1]')
+                if t20:
+                    if t18 is None or t18.__class__ is Missing: _need(t18)
+                    if t18.__class__ is list and len(t18) > 1:
+                        t22 = t18[1]
+                        if t22 is None: t22 = Missing('s[1]')
                     else:
-                        t23 = index_value(t22, (1), 's')
-                    if t23.__class__ is int:
-                        t24 = t23 >= (1)
+                        t22 = index_value(t18, (1), 's')
+                    if t22.__class__ is int:
+                        t23 = t22 >= (1)
                     else:
-                        t24 = _compare('>=', t23, (1))
-                    t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                        t23 = _compare('>=', t22, (1))
+                    t21 = t23
                 else:
                     t21 = False
                 t11.append(t21)
                 t12.mem -= 1
                 if t12.mem < 0: _charge_mem(env, 0)
                 if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t25 = call_value(env, F_all.fn, F_all.cost, False, [t11])
-            t10 = (t25 if t25.__class__ is bool else _truth(t25))
+            t24 = call_value(env, F_all.fn, F_all.cost, False, [t11])
+            t10 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t27 = env.lookup('total')
-            if t27 is None: t27 = Missing('total')
-            if t27.__class__ is int:
-                t28 = t27 > (1)
+        if t10:
+            t26 = env.lookup('total')
+            if t26 is None: t26 = Missing('total')
+            if t26.__class__ is int:
+                t27 = t26 > (1)
             else:
-                t28 = _compare('>', t27, (1))
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+                t27 = _compare('>', t26, (1))
+            t25 = t27
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
+            t25 = False
+        if t25:
             if t6.__class__ is dict and 'sp_backend' in t6:
-                t30 = t6['sp_backend']
-                if t30 is None: t30 = Missing('accelerate.sp_backend')
+                t29 = t6['sp_backend']
+                if t29 is None: t29 = Missing('accelerate.sp_backend')
             else:
-                t30 = attr_value(t6, 'sp_backend', 'accelerate.sp_backend')
-            if t30.__class__ is str:
-                t31 = t30 == ('deepspeed')
+                t29 = attr_value(t6, 'sp_backend', 'accelerate.sp_backend')
+            if t29.__class__ is str:
+                t30 = t29 == ('deepspeed')
             else:
-                t31 = _compare('==', t30, ('deepspeed'))
-            if (t31 if t31.__class__ is bool else _truth(t31)):
+                t30 = _compare('==', t29, ('deepspeed'))
+            if t30:
                 if t6.__class__ is dict and 'sp' in t6:
-                    t33 = t6['sp']
-                    if t33 is None: t33 = Missing('accelerate.sp')
+                    t32 = t6['sp']
+                    if t32 is None: t32 = Missing('accelerate.sp')
                 else:
-                    t33 = attr_value(t6, 'sp', 'accelerate.sp')
-                if t33.__class__ is int:
-                    t34 = t33 > (1)
+                    t32 = attr_value(t6, 'sp', 'accelerate.sp')
+                if t32.__class__ is int:
+                    t33 = t32 > (1)
                 else:
-                    t34 = _compare('>', t33, (1))
-                t32 = (t34 if t34.__class__ is bool else _truth(t34))
+                    t33 = _compare('>', t32, (1))
+                t31 = t33
             else:
-                t32 = False
-            t35 = not (t32 if t32.__class__ is bool else _truth(t32))
-            t29 = (t35 if t35.__class__ is bool else _truth(t35))
+                t31 = False
+            t34 = not t31
+            t28 = t34
         else:
-            t29 = False
-        t5 = (t29 if t29.__class__ is bool else _truth(t29))
+            t28 = False
+        t5 = t28
     else:
         t5 = False
     return t5
@@ -445,14 +444,11 @@ def e14(env):
     t2 = env.budget
     t4 = env.lookup('sizes')
     if t4 is None: t4 = Missing('sizes')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 5
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8 is None or t8.__class__ is Missing: _need(t8)
@@ -473,14 +469,11 @@ def e15(env):
     t2 = env.budget
     t4 = env.lookup('sizes')
     if t4 is None: t4 = Missing('sizes')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 10
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8 is None or t8.__class__ is Missing: _need(t8)
@@ -493,35 +486,30 @@ def e15(env):
             t10 = t9 != ('dp_shard')
         else:
             t10 = _compare('!=', t9, ('dp_shard'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('s')
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            if t11.__class__ is list and len(t11) > 1:
-                t12 = t11[1]
-                if t12 is None: t12 = Missing('s[1]')
+        if t10:
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            if t8.__class__ is list and len(t8) > 1:
+                t11 = t8[1]
+                if t11 is None: t11 = Missing('s[1]')
             else:
-                t12 = index_value(t11, (1), 's')
-            t1.append(t12)
+                t11 = index_value(t8, (1), 's')
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t13
+    t12 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t12
 
 def e16(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sizes')
     if t4 is None: t4 = Missing('sizes')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 19
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8 is None or t8.__class__ is Missing: _need(t8)
@@ -534,64 +522,56 @@ def e16(env):
             t10 = t9 != (1)
         else:
             t10 = _compare('!=', t9, (1))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('s')
+        if t10:
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            if t8.__class__ is list and len(t8) > 0:
+                t11 = t8[0]
+                if t11 is None: t11 = Missing('s[0]')
+            else:
+                t11 = index_value(t8, (0), 's')
             if t11 is None or t11.__class__ is Missing: _need(t11)
-            if t11.__class__ is list and len(t11) > 0:
-                t12 = t11[0]
-                if t12 is None: t12 = Missing('s[0]')
+            t12 = _binop('+', t11, ('('), env)
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            if t8.__class__ is list and len(t8) > 1:
+                t13 = t8[1]
+                if t13 is None: t13 = Missing('s[1]')
             else:
-                t12 = index_value(t11, (0), 's')
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            if t12.__class__ is int and ('(').__class__ is int:
-                t13 = t12 + ('(')
-                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-            else:
-                t13 = _binop('+', t12, ('('), t5)
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = t7
-            if t14 is None: t14 = Missing('s')
+                t13 = index_value(t8, (1), 's')
+            t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            if t14.__class__ is list and len(t14) > 1:
-                t15 = t14[1]
-                if t15 is None: t15 = Missing('s[1]')
+            if t12.__class__ is int and t14.__class__ is int:
+                t15 = t12 + t14
+                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+            elif t12.__class__ is list and t14.__class__ is list and len(t12) + len(t14) <= MAX_LIST:
+                t15 = t12 + t14
+                env.budget.left -= len(t15)
+                if env.budget.left < 0: _charge(env, 0)
+                env.budget.mem -= len(t15)
+                if env.budget.mem < 0: _charge_mem(env, 0)
             else:
-                t15 = index_value(t14, (1), 's')
-            t16 = call_value(t5, F_str.fn, F_str.cost, True, [t15])
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            if t13.__class__ is int and t16.__class__ is int:
-                t17 = t13 + t16
-                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-            else:
-                t17 = _binop('+', t13, t16, t5)
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t17.__class__ is int and (')').__class__ is int:
-                t18 = t17 + (')')
-                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-            else:
-                t18 = _binop('+', t17, (')'), t5)
-            t1.append(t18)
+                t15 = _binop('+', t12, t14, env)
+            t16 = _binop('+', t15, (')'), env)
+            t1.append(t16)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
-    return t19
+    t17 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t17
 
 def e17(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = _truth(t5)
+        t4 = t5
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t7 = env.lookup('total')
         if t7 is None: t7 = Missing('total')
         t9 = env.lookup('world_size')
@@ -604,7 +584,7 @@ def e17(env):
         else:
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
             t8 = _compare('==', t7, t10)
-        t6 = _truth(t8)
+        t6 = t8
     else:
         t6 = False
     return t6
@@ -614,15 +594,15 @@ def e18(env):
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = _truth(t5)
+        t4 = t5
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t7 = env.lookup('total')
         if t7 is None: t7 = Missing('total')
         t9 = env.lookup('world_size')
@@ -635,11 +615,11 @@ def e18(env):
         else:
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
             t8 = _compare('==', t7, t10)
-        t6 = _truth(t8)
+        t6 = t8
     else:
         t6 = False
-    t11 = not _truth(t6)
-    if _truth(t11):
+    t11 = not t6
+    if t11:
         t13 = env.lookup('world_size')
         if t13 is None: t13 = Missing('world_size')
         if t13 is None or t13.__class__ is Missing: _need(t13)
@@ -651,7 +631,7 @@ def e18(env):
             t16 = t15 == (0)
         else:
             t16 = _compare('==', t15, (0))
-        t12 = _truth(t16)
+        t12 = t16
     else:
         t12 = False
     return t12
@@ -661,15 +641,15 @@ def e19(env):
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = _truth(t5)
+        t4 = t5
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t7 = env.lookup('total')
         if t7 is None: t7 = Missing('total')
         t9 = env.lookup('world_size')
@@ -682,11 +662,11 @@ def e19(env):
         else:
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
             t8 = _compare('==', t7, t10)
-        t6 = _truth(t8)
+        t6 = t8
     else:
         t6 = False
-    t11 = not _truth(t6)
-    if _truth(t11):
+    t11 = not t6
+    if t11:
         t13 = env.lookup('world_size')
         if t13 is None: t13 = Missing('world_size')
         if t13 is None or t13.__class__ is Missing: _need(t13)
@@ -698,7 +678,7 @@ def e19(env):
             t16 = t15 != (0)
         else:
             t16 = _compare('!=', t15, (0))
-        t12 = _truth(t16)
+        t12 = t16
     else:
         t12 = False
     return t12
@@ -710,7 +690,7 @@ def e20(env):
         t2 = t1 == (1)
     else:
         t2 = _compare('==', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('')
     else:
         t3 = ('es')
@@ -726,24 +706,20 @@ def e21(env):
     else:
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
-    if _truth(t2):
+    if t2:
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (')'), env)
         t4 = t7
     else:
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', ('the Accelerator refuses it (ValueError: ParallelismConfig total_size ('), t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t9, (') does not match num_processes ('), env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t10, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, ('))'), env)
         t4 = t13
     return t4
@@ -754,7 +730,7 @@ def e22(env):
     t2 = attr_value(t1, 'keys', 'accelerate.keys')
     t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if _truth(t4):
+    if t4:
         t5 = t3
     else:
         t6 = attr_value(t2, 'num_processes', 'accelerate.keys.num_processes')
@@ -781,14 +757,14 @@ def e25(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not t2:
         t4 = env.lookup('cp')
         if t4 is None: t4 = Missing('cp')
         if t4.__class__ is int:
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = True
     return t3
@@ -802,9 +778,14 @@ def e26(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K3
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'section_present' in t6:
@@ -821,7 +802,7 @@ def e26(env):
             t8 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t11 = env.lookup('declared')
             if t11 is None: t11 = Missing('declared')
             if t11.__class__ is dict and 'dp_replicate' in t11:
@@ -830,51 +811,51 @@ def e26(env):
             else:
                 t12 = attr_value(t11, 'dp_replicate', 'declared.dp_replicate')
             t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t15 = env.lookup('dp_shard')
             if t15 is None: t15 = Missing('dp_shard')
             t16 = not (t15 is None or t15.__class__ is Missing)
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+            t14 = t16
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             t18 = env.lookup('tp')
             if t18 is None: t18 = Missing('tp')
             t19 = not (t18 is None or t18.__class__ is Missing)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+            t17 = t19
         else:
             t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
+        if t17:
             t21 = env.lookup('cp')
             if t21 is None: t21 = Missing('cp')
             t22 = not (t21 is None or t21.__class__ is Missing)
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+            t20 = t22
         else:
             t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
+        if t20:
             if t6.__class__ is dict and 'sp' in t6:
                 t24 = t6['sp']
                 if t24 is None: t24 = Missing('accelerate.sp')
             else:
                 t24 = attr_value(t6, 'sp', 'accelerate.sp')
             t25 = not (t24 is None or t24.__class__ is Missing)
-            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+            t23 = t25
         else:
             t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
+        if t23:
             t27 = env.lookup('total')
             if t27 is None: t27 = Missing('total')
             if t27.__class__ is int:
                 t28 = t27 > (1)
             else:
                 t28 = _compare('>', t27, (1))
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+            t26 = t28
         else:
             t26 = False
-        t5 = (t26 if t26.__class__ is bool else _truth(t26))
+        t5 = t26
     else:
         t5 = False
     return t5
@@ -896,7 +877,6 @@ def e27(env):
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
         t4 = _binop('*', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = env.lookup('tp')
     if t5 is None: t5 = Missing('tp')
     if t5 is None or t5.__class__ is Missing: _need(t5)
@@ -905,7 +885,6 @@ def e27(env):
         if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
     else:
         t6 = _binop('*', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = env.lookup('cp')
     if t7 is None: t7 = Missing('cp')
     if t7 is None or t7.__class__ is Missing: _need(t7)
@@ -914,7 +893,6 @@ def e27(env):
         if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
     else:
         t8 = _binop('*', t6, t7, env)
-    if t8 is None or t8.__class__ is Missing: _need(t8)
     t9 = env.lookup('accelerate')
     if t9 is None: t9 = Missing('accelerate')
     if t9.__class__ is dict and 'sp' in t9:
@@ -945,14 +923,11 @@ def e28(env):
     t10 = attr_value(t9, 'sp', 'accelerate.sp')
     t11 = [('sp'), t10]
     t12 = [t6, t8, t11]
-    t3 = loop_items(t12)
-    t13 = Env({}, None, t2, env)
-    t14 = t13.values
+    t3 = t12
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t15 in t3:
         t2.left -= 28
         if t2.left < 0: _charge(env, 0)
-        t14['p'] = t15
-        t13.let_cache = None
         t16 = t15
         if t16 is None: t16 = Missing('p')
         if t16 is None or t16.__class__ is Missing: _need(t16)
@@ -961,27 +936,22 @@ def e28(env):
             t18 = t17 > (1)
         else:
             t18 = _compare('>', t17, (1))
-        if _truth(t18):
-            t19 = t15
-            if t19 is None: t19 = Missing('p')
+        if t18:
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t19 = index_value(t16, (0), 'p')
             if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = index_value(t19, (0), 'p')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('+', t20, ('='), t13)
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = t15
-            if t22 is None: t22 = Missing('p')
+            t20 = _binop('+', t19, ('='), env)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t21 = index_value(t16, (1), 'p')
+            t22 = call_value(env, F_str.fn, F_str.cost, True, [t21])
             if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = index_value(t22, (1), 'p')
-            t24 = call_value(t13, F_str.fn, F_str.cost, True, [t23])
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = _binop('+', t21, t24, t13)
-            t1.append(t25)
+            t23 = _binop('+', t20, t22, env)
+            t1.append(t23)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t26 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
-    return t26
+    t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t24
 
 def e29(env):
     t1 = env.lookup('tp')
@@ -990,23 +960,22 @@ def e29(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t4 = _binop('%', t1, (2), env)
         if t4.__class__ is int:
             t5 = t4 == (0)
         else:
             t5 = _compare('==', t4, (0))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t7 = _binop('//', t1, (2), env)
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', ('leave ranks to FSDP: e.g. tp_size = '), t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t9, (' and dp_shard_size = 2'), env)
         t6 = t10
     else:
@@ -1031,10 +1000,10 @@ def e30(env):
             t5 = t4 == ('DEEPSPEED')
         else:
             t5 = _compare('==', t4, ('DEEPSPEED'))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = True
-    if not (t3 if t3.__class__ is bool else _truth(t3)):
+    if not t3:
         if t1.__class__ is dict and 'distributed_type' in t1:
             t7 = t1['distributed_type']
             if t7 is None: t7 = Missing('accelerate.distributed_type')
@@ -1044,47 +1013,45 @@ def e30(env):
             t8 = t7 != ('FSDP')
         else:
             t8 = _compare('!=', t7, ('FSDP'))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('world_size')
             if t10 is None: t10 = Missing('world_size')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t13 = env.lookup('world_size')
-            if t13 is None: t13 = Missing('world_size')
-            if t13.__class__ is int:
-                t14 = t13 > (1)
+        if t9:
+            if t10.__class__ is int:
+                t13 = t10 > (1)
             else:
-                t14 = _compare('>', t13, (1))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t10, (1))
+            t12 = t13
         else:
             t12 = False
-        t6 = (t12 if t12.__class__ is bool else _truth(t12))
+        t6 = t12
     else:
         t6 = True
-    if not (t6 if t6.__class__ is bool else _truth(t6)):
+    if not t6:
         if t1.__class__ is dict and 'distributed_type' in t1:
-            t16 = t1['distributed_type']
-            if t16 is None: t16 = Missing('accelerate.distributed_type')
+            t15 = t1['distributed_type']
+            if t15 is None: t15 = Missing('accelerate.distributed_type')
         else:
-            t16 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
-        if t16.__class__ is str:
-            t17 = t16 != ('FSDP')
+            t15 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+        if t15.__class__ is str:
+            t16 = t15 != ('FSDP')
         else:
-            t17 = _compare('!=', t16, ('FSDP'))
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t19 = env.lookup('world_size')
-            if t19 is None: t19 = Missing('world_size')
-            t20 = (t19 is None or t19.__class__ is Missing)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+            t16 = _compare('!=', t15, ('FSDP'))
+        if t16:
+            t18 = env.lookup('world_size')
+            if t18 is None: t18 = Missing('world_size')
+            t19 = (t18 is None or t18.__class__ is Missing)
+            t17 = t19
         else:
-            t18 = False
-        t15 = (t18 if t18.__class__ is bool else _truth(t18))
+            t17 = False
+        t14 = t17
     else:
-        t15 = True
-    return t15
+        t14 = True
+    return t14
 
 def e31(env):
     t1 = env.lookup('framework')
@@ -1095,9 +1062,14 @@ def e31(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K4
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'section_present' in t6:
@@ -1115,10 +1087,10 @@ def e31(env):
                 t10 = t9 == (True)
             else:
                 t10 = _compare('==', t9, (True))
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t12 = env.lookup('declared')
             if t12 is None: t12 = Missing('declared')
             if t12.__class__ is dict and 'dp_replicate' in t12:
@@ -1127,51 +1099,51 @@ def e31(env):
             else:
                 t13 = attr_value(t12, 'dp_replicate', 'declared.dp_replicate')
             t14 = not (t13 is None or t13.__class__ is Missing)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+            t11 = t14
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t16 = env.lookup('dp_shard')
             if t16 is None: t16 = Missing('dp_shard')
             t17 = not (t16 is None or t16.__class__ is Missing)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+            t15 = t17
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+        if t15:
             t19 = env.lookup('tp')
             if t19 is None: t19 = Missing('tp')
             t20 = not (t19 is None or t19.__class__ is Missing)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = t20
         else:
             t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
+        if t18:
             t22 = env.lookup('cp')
             if t22 is None: t22 = Missing('cp')
             t23 = not (t22 is None or t22.__class__ is Missing)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+            t21 = t23
         else:
             t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
+        if t21:
             if t6.__class__ is dict and 'sp' in t6:
                 t25 = t6['sp']
                 if t25 is None: t25 = Missing('accelerate.sp')
             else:
                 t25 = attr_value(t6, 'sp', 'accelerate.sp')
             t26 = not (t25 is None or t25.__class__ is Missing)
-            t24 = (t26 if t26.__class__ is bool else _truth(t26))
+            t24 = t26
         else:
             t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
+        if t24:
             t28 = env.lookup('total')
             if t28 is None: t28 = Missing('total')
             if t28.__class__ is int:
                 t29 = t28 > (1)
             else:
                 t29 = _compare('>', t28, (1))
-            t27 = (t29 if t29.__class__ is bool else _truth(t29))
+            t27 = t29
         else:
             t27 = False
-        t5 = (t27 if t27.__class__ is bool else _truth(t27))
+        t5 = t27
     else:
         t5 = False
     return t5
@@ -1184,7 +1156,7 @@ def e32(env):
         t3 = t2 == ('FSDP')
     else:
         t3 = _compare('==', t2, ('FSDP'))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'fsdp_version', 'accelerate.fsdp_version')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
@@ -1193,7 +1165,6 @@ def e32(env):
     else:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t8 = _binop('+', ('distributed_type '), t2, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', t8, (' on one process'), env)
         t4 = t9
     return t4
@@ -1206,7 +1177,7 @@ def e33(env):
         t3 = t2 == ('FSDP')
     else:
         t3 = _compare('==', t2, ('FSDP'))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'keys', 'accelerate.keys')
         t6 = attr_value(t5, 'fsdp_version', 'accelerate.keys.fsdp_version')
         t4 = t6
@@ -1224,7 +1195,7 @@ def e34(env):
         t3 = t2 == ('FSDP')
     else:
         t3 = _compare('==', t2, ('FSDP'))
-    if _truth(t3):
+    if t3:
         t4 = ('set fsdp_config.fsdp_version: 2')
     else:
         t4 = ('launch several processes')
@@ -1249,9 +1220,14 @@ def e36(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K5
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'section_present' in t6:
@@ -1266,10 +1242,10 @@ def e36(env):
             else:
                 t9 = attr_value(t6, 'distributed_type', 'accelerate.distributed_type')
             t10 = not (t9 is None or t9.__class__ is Missing)
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1302,7 +1278,11 @@ def e39(env):
     else:
         t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -1318,9 +1298,14 @@ def e40(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K6
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'num_processes' in t6:
@@ -1329,44 +1314,34 @@ def e40(env):
         else:
             t7 = attr_value(t6, 'num_processes', 'accelerate.num_processes')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'num_machines' in t6:
                 t10 = t6['num_machines']
                 if t10 is None: t10 = Missing('accelerate.num_machines')
             else:
                 t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t6.__class__ is dict and 'num_machines' in t6:
-                t13 = t6['num_machines']
-                if t13 is None: t13 = Missing('accelerate.num_machines')
+        if t9:
+            if t10.__class__ is int:
+                t13 = t10 > (1)
             else:
-                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-            if t13.__class__ is int:
-                t14 = t13 > (1)
-            else:
-                t14 = _compare('>', t13, (1))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t10, (1))
+            t12 = t13
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            if t6.__class__ is dict and 'num_machines' in t6:
-                t17 = t6['num_machines']
-                if t17 is None: t17 = Missing('accelerate.num_machines')
+        if t12:
+            if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
+                t15 = t7 >= t10
             else:
-                t17 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-            if t7.__class__ is t17.__class__ and (t7.__class__ is int or t7.__class__ is str):
-                t16 = t7 >= t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t7, t17)
-                t16 = _compare('>=', t7, t17)
-            t15 = (t16 if t16.__class__ is bool else _truth(t16))
+                if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
+                t15 = _compare('>=', t7, t10)
+            t14 = t15
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = t14
     else:
         t5 = False
     return t5
@@ -1395,7 +1370,6 @@ def e43(env):
     t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('//', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t5 = _binop('*', t4, t3, env)
     return t5
@@ -1424,9 +1398,14 @@ def e45(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K7
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'section_present' in t6:
@@ -1443,41 +1422,37 @@ def e45(env):
             t8 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t11 = env.lookup('tp')
             if t11 is None: t11 = Missing('tp')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t14 = env.lookup('dp_shard')
             if t14 is None: t14 = Missing('dp_shard')
             t15 = not (t14 is None or t14.__class__ is Missing)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = t15
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t17 = env.lookup('tp')
-            if t17 is None: t17 = Missing('tp')
-            if t17.__class__ is int:
-                t18 = t17 > (1)
+        if t13:
+            if t11.__class__ is int:
+                t17 = t11 > (1)
             else:
-                t18 = _compare('>', t17, (1))
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = _compare('>', t11, (1))
+            t16 = t17
         else:
             t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t20 = env.lookup('dp_shard')
-            if t20 is None: t20 = Missing('dp_shard')
-            if t20.__class__ is int:
-                t21 = t20 > (1)
+        if t16:
+            if t14.__class__ is int:
+                t19 = t14 > (1)
             else:
-                t21 = _compare('>', t20, (1))
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                t19 = _compare('>', t14, (1))
+            t18 = t19
         else:
-            t19 = False
-        t5 = (t19 if t19.__class__ is bool else _truth(t19))
+            t18 = False
+        t5 = t18
     else:
         t5 = False
     return t5
@@ -1528,9 +1503,14 @@ def e49(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K8
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'ignored_flags' in t6:
@@ -1539,7 +1519,7 @@ def e49(env):
         else:
             t7 = attr_value(t6, 'ignored_flags', 'accelerate.ignored_flags')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1586,9 +1566,14 @@ def e53(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K9
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'gpu_ids_count' in t6:
@@ -1597,30 +1582,25 @@ def e53(env):
         else:
             t7 = attr_value(t6, 'gpu_ids_count', 'accelerate.gpu_ids_count')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'per_machine' in t6:
                 t10 = t6['per_machine']
                 if t10 is None: t10 = Missing('accelerate.per_machine')
             else:
                 t10 = attr_value(t6, 'per_machine', 'accelerate.per_machine')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t6.__class__ is dict and 'per_machine' in t6:
-                t13 = t6['per_machine']
-                if t13 is None: t13 = Missing('accelerate.per_machine')
+        if t9:
+            if t10.__class__ is int:
+                t13 = t10 > (1)
             else:
-                t13 = attr_value(t6, 'per_machine', 'accelerate.per_machine')
-            if t13.__class__ is int:
-                t14 = t13 > (1)
-            else:
-                t14 = _compare('>', t13, (1))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t10, (1))
+            t12 = t13
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -1645,7 +1625,7 @@ def e56(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('')
     else:
         t4 = ('s')
@@ -1662,22 +1642,20 @@ def e58(env):
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = _truth(t5)
+        t4 = t5
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t7 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', ('num_processes // num_machines = '), t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t9, (' // '), env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t10, t11, env)
@@ -1708,15 +1686,15 @@ def e61(env):
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = _truth(t5)
+        t4 = t5
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t7 = attr_value(t1, 'gpu_ids_count', 'accelerate.gpu_ids_count')
         if t7 is None or t7.__class__ is Missing: _need(t7)
         if t2 is None or t2.__class__ is Missing: _need(t2)
@@ -1742,9 +1720,14 @@ def e62(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K10
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'distributed_type' in t6:
@@ -1756,63 +1739,58 @@ def e62(env):
             t8 = t7 == ('DEEPSPEED')
         else:
             t8 = _compare('==', t7, ('DEEPSPEED'))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'num_machines' in t6:
                 t10 = t6['num_machines']
                 if t10 is None: t10 = Missing('accelerate.num_machines')
             else:
                 t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t6.__class__ is dict and 'num_machines' in t6:
-                t13 = t6['num_machines']
-                if t13 is None: t13 = Missing('accelerate.num_machines')
+        if t9:
+            if t10.__class__ is int:
+                t13 = t10 > (1)
             else:
-                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-            if t13.__class__ is int:
-                t14 = t13 > (1)
-            else:
-                t14 = _compare('>', t13, (1))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t10, (1))
+            t12 = t13
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if t12:
             if t6.__class__ is dict and 'ds_hostfile_given' in t6:
-                t16 = t6['ds_hostfile_given']
-                if t16 is None: t16 = Missing('accelerate.ds_hostfile_given')
+                t15 = t6['ds_hostfile_given']
+                if t15 is None: t15 = Missing('accelerate.ds_hostfile_given')
             else:
-                t16 = attr_value(t6, 'ds_hostfile_given', 'accelerate.ds_hostfile_given')
-            t17 = not (t16 if t16.__class__ is bool else _truth(t16))
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                t15 = attr_value(t6, 'ds_hostfile_given', 'accelerate.ds_hostfile_given')
+            t16 = not (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = t16
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t14 = False
+        if t14:
             if t6.__class__ is dict and 'ds_launcher_given' in t6:
-                t19 = t6['ds_launcher_given']
-                if t19 is None: t19 = Missing('accelerate.ds_launcher_given')
+                t18 = t6['ds_launcher_given']
+                if t18 is None: t18 = Missing('accelerate.ds_launcher_given')
             else:
-                t19 = attr_value(t6, 'ds_launcher_given', 'accelerate.ds_launcher_given')
-            t20 = not (t19 if t19.__class__ is bool else _truth(t19))
-            if not (t20 if t20.__class__ is bool else _truth(t20)):
+                t18 = attr_value(t6, 'ds_launcher_given', 'accelerate.ds_launcher_given')
+            t19 = not (t18 if t18.__class__ is bool else _truth(t18))
+            if not t19:
                 if t6.__class__ is dict and 'ds_launcher' in t6:
-                    t22 = t6['ds_launcher']
-                    if t22 is None: t22 = Missing('accelerate.ds_launcher')
+                    t21 = t6['ds_launcher']
+                    if t21 is None: t21 = Missing('accelerate.ds_launcher')
                 else:
-                    t22 = attr_value(t6, 'ds_launcher', 'accelerate.ds_launcher')
-                if t22.__class__ is str:
-                    t23 = t22 == ('pdsh')
+                    t21 = attr_value(t6, 'ds_launcher', 'accelerate.ds_launcher')
+                if t21.__class__ is str:
+                    t22 = t21 == ('pdsh')
                 else:
-                    t23 = _compare('==', t22, ('pdsh'))
-                t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                    t22 = _compare('==', t21, ('pdsh'))
+                t20 = t22
             else:
-                t21 = True
-            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+                t20 = True
+            t17 = t20
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t17 = False
+        t5 = t17
     else:
         t5 = False
     return t5
@@ -1832,7 +1810,7 @@ def e64(env):
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'per_machine', 'accelerate.per_machine')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', (' --num_gpus '), t5, env)
@@ -1846,11 +1824,10 @@ def e65(env):
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'machine_rank', 'accelerate.machine_rank')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', (' (machine_rank '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' is ignored)'), env)
         t4 = t7
     else:
@@ -1893,9 +1870,14 @@ def e68(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K11
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'num_processes' in t6:
@@ -1904,38 +1886,33 @@ def e68(env):
         else:
             t7 = attr_value(t6, 'num_processes', 'accelerate.num_processes')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'num_machines' in t6:
                 t10 = t6['num_machines']
                 if t10 is None: t10 = Missing('accelerate.num_machines')
             else:
                 t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t6.__class__ is dict and 'num_machines' in t6:
-                t13 = t6['num_machines']
-                if t13 is None: t13 = Missing('accelerate.num_machines')
+        if t9:
+            if t10.__class__ is int:
+                t13 = t10 > (1)
             else:
-                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-            if t13.__class__ is int:
-                t14 = t13 > (1)
-            else:
-                t14 = _compare('>', t13, (1))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t10, (1))
+            t12 = t13
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if t12:
             if t7.__class__ is int:
-                t16 = t7 >= (1)
+                t15 = t7 >= (1)
             else:
-                t16 = _compare('>=', t7, (1))
-            t15 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = _compare('>=', t7, (1))
+            t14 = t15
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = t14
     else:
         t5 = False
     return t5
@@ -1949,9 +1926,14 @@ def e69(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K12
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'machine_rank_once' in t6:
@@ -1960,30 +1942,25 @@ def e69(env):
         else:
             t7 = attr_value(t6, 'machine_rank_once', 'accelerate.machine_rank_once')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'num_machines' in t6:
                 t10 = t6['num_machines']
                 if t10 is None: t10 = Missing('accelerate.num_machines')
             else:
                 t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t6.__class__ is dict and 'num_machines' in t6:
-                t13 = t6['num_machines']
-                if t13 is None: t13 = Missing('accelerate.num_machines')
+        if t9:
+            if t10.__class__ is int:
+                t13 = t10 > (1)
             else:
-                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-            if t13.__class__ is int:
-                t14 = t13 > (1)
-            else:
-                t14 = _compare('>', t13, (1))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t10, (1))
+            t12 = t13
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -2010,9 +1987,14 @@ def e72(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K13
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('accelerate')
         if t6 is None: t6 = Missing('accelerate')
         if t6.__class__ is dict and 'config_file_given' in t6:
@@ -2021,50 +2003,45 @@ def e72(env):
         else:
             t7 = attr_value(t6, 'config_file_given', 'accelerate.config_file_given')
         t8 = not (t7 if t7.__class__ is bool else _truth(t7))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'machine_rank_given' in t6:
                 t10 = t6['machine_rank_given']
                 if t10 is None: t10 = Missing('accelerate.machine_rank_given')
             else:
                 t10 = attr_value(t6, 'machine_rank_given', 'accelerate.machine_rank_given')
             t11 = not (t10 if t10.__class__ is bool else _truth(t10))
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'num_machines' in t6:
                 t13 = t6['num_machines']
                 if t13 is None: t13 = Missing('accelerate.num_machines')
             else:
                 t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
             t14 = not (t13 is None or t13.__class__ is Missing)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = t14
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            if t6.__class__ is dict and 'num_machines' in t6:
-                t16 = t6['num_machines']
-                if t16 is None: t16 = Missing('accelerate.num_machines')
+        if t12:
+            if t13.__class__ is int:
+                t16 = t13 > (1)
             else:
-                t16 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-            if t16.__class__ is int:
-                t17 = t16 > (1)
-            else:
-                t17 = _compare('>', t16, (1))
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('>', t13, (1))
+            t15 = t16
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+        if t15:
             if t6.__class__ is dict and 'per_machine' in t6:
-                t19 = t6['per_machine']
-                if t19 is None: t19 = Missing('accelerate.per_machine')
+                t18 = t6['per_machine']
+                if t18 is None: t18 = Missing('accelerate.per_machine')
             else:
-                t19 = attr_value(t6, 'per_machine', 'accelerate.per_machine')
-            t20 = not (t19 is None or t19.__class__ is Missing)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+                t18 = attr_value(t6, 'per_machine', 'accelerate.per_machine')
+            t19 = not (t18 is None or t18.__class__ is Missing)
+            t17 = t19
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t17 = False
+        t5 = t17
     else:
         t5 = False
     return t5
@@ -2077,7 +2054,7 @@ def e73(env):
         t3 = t2 == ('DEEPSPEED')
     else:
         t3 = _compare('==', t2, ('DEEPSPEED'))
-    if _truth(t3):
+    if t3:
         t4 = ('prepare_deepspeed_cmd_env')
     else:
         t4 = ('prepare_multi_gpu_env')
@@ -2091,7 +2068,7 @@ def e74(env):
         t3 = t2 == ('DEEPSPEED')
     else:
         t3 = _compare('==', t2, ('DEEPSPEED'))
-    if _truth(t3):
+    if t3:
         t4 = ('491, 504')
     else:
         t4 = ('219')

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -59,13 +59,13 @@ def e2(env):
         t3 = t2 == ('an integer')
     else:
         t3 = _compare('==', t2, ('an integer'))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'actual', 'item.actual')
         if t5.__class__ is str:
             t6 = t5 == ('string')
         else:
             t6 = _compare('==', t5, ('string'))
-        t4 = _truth(t6)
+        t4 = t6
     else:
         t4 = False
     return t4
@@ -78,13 +78,13 @@ def e3(env):
         t3 = t2 == ('an integer')
     else:
         t3 = _compare('==', t2, ('an integer'))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'actual', 'item.actual')
         if t5.__class__ is str:
             t6 = t5 == ('float')
         else:
             t6 = _compare('==', t5, ('float'))
-        t4 = _truth(t6)
+        t4 = t6
     else:
         t4 = False
     return t4
@@ -97,13 +97,13 @@ def e4(env):
         t3 = t2 == ('an integer')
     else:
         t3 = _compare('==', t2, ('an integer'))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'actual', 'item.actual')
         if t5.__class__ is str:
             t6 = t5 == ('bool')
         else:
             t6 = _compare('==', t5, ('bool'))
-        t4 = _truth(t6)
+        t4 = t6
     else:
         t4 = False
     return t4
@@ -152,7 +152,7 @@ def e10(env):
         t3 = t2 != ('')
     else:
         t3 = _compare('!=', t2, (''))
-    if _truth(t3):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = _binop('+', (' '), t2, env)
         t4 = t5
@@ -178,23 +178,23 @@ def e12(env):
         t3 = t2 >= (1)
     else:
         t3 = _compare('>=', t2, (1))
-    if not (t3 if t3.__class__ is bool else _truth(t3)):
+    if not t3:
         t6 = _check_value(-_num((1), '-'))
         if t2.__class__ is t6.__class__ and (t2.__class__ is int or t2.__class__ is str):
             t5 = t2 == t6
         else:
             if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t2, t6)
             t5 = _compare('==', t2, t6)
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if t5:
             t8 = env.lookup('fill_ok')
             if t8 is None: t8 = Missing('fill_ok')
             t7 = (t8 if t8.__class__ is bool else _truth(t8))
         else:
             t7 = False
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = t7
     else:
         t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t11 = env.lookup('max_degree')
         if t11 is None: t11 = Missing('max_degree')
         if t2.__class__ is t11.__class__ and (t2.__class__ is int or t2.__class__ is str):
@@ -202,7 +202,7 @@ def e12(env):
         else:
             if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t2, t11)
             t10 = _compare('<=', t2, t11)
-        t9 = (t10 if t10.__class__ is bool else _truth(t10))
+        t9 = t10
     else:
         t9 = False
     return t9
@@ -235,24 +235,24 @@ def e15(env):
         t3 = t2 == ('dp_shard')
     else:
         t3 = _compare('==', t2, ('dp_shard'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('dialect')
         if t5 is None: t5 = Missing('dialect')
         if t5.__class__ is str:
             t6 = t5 != ('accelerate')
         else:
             t6 = _compare('!=', t5, ('accelerate'))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = t6
     else:
         t4 = False
-    if not (t4 if t4.__class__ is bool else _truth(t4)):
+    if not t4:
         t8 = env.lookup('dialect')
         if t8 is None: t8 = Missing('dialect')
         if t8.__class__ is str:
             t9 = t8 == ('native')
         else:
             t9 = _compare('==', t8, ('native'))
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+        t7 = t9
     else:
         t7 = True
     return t7
@@ -265,7 +265,7 @@ def e16(env):
         t3 = t2 < (1)
     else:
         t3 = _compare('<', t2, (1))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('fill_ok')
         if t5 is None: t5 = Missing('fill_ok')
         t4 = _truth(t5)
@@ -281,11 +281,11 @@ def e17(env):
         t3 = t2 < (1)
     else:
         t3 = _compare('<', t2, (1))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('fill_ok')
         if t5 is None: t5 = Missing('fill_ok')
         t6 = not _truth(t5)
-        t4 = _truth(t6)
+        t4 = t6
     else:
         t4 = False
     return t4
@@ -323,7 +323,7 @@ def e21(env):
         t3 = t2 < (1)
     else:
         t3 = _compare('<', t2, (1))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('fill_ok')
         if t5 is None: t5 = Missing('fill_ok')
         if _truth(t5):
@@ -339,7 +339,6 @@ def e21(env):
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', ('larger than any cluster (the limit is '), t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t10, (' ranks)'), env)
         t4 = t11
     return t4
@@ -369,17 +368,14 @@ def e23(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = []
         t6 = env.budget
-        t7 = loop_items(t1)
-        t8 = Env({}, None, t6, env)
-        t9 = t8.values
+        t7 = t1
+        if t7.__class__ is not list: t7 = loop_items(t7)
         for t10 in t7:
             t6.left -= 4
             if t6.left < 0: _charge(env, 0)
-            t9['f'] = t10
-            t8.let_cache = None
             t11 = t10
             if t11 is None: t11 = Missing('f')
             if t11.__class__ is dict and 'inferred' in t11:
@@ -393,20 +389,17 @@ def e23(env):
             if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t13 = call_value(env, F_any.fn, F_any.cost, False, [t5])
         t14 = not (t13 if t13.__class__ is bool else _truth(t13))
-        t4 = (t14 if t14.__class__ is bool else _truth(t14))
+        t4 = t14
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t16 = []
         t17 = env.budget
-        t18 = loop_items(t1)
-        t19 = Env({}, None, t17, env)
-        t20 = t19.values
+        t18 = t1
+        if t18.__class__ is not list: t18 = loop_items(t18)
         for t21 in t18:
             t17.left -= 11
             if t17.left < 0: _charge(env, 0)
-            t20['f'] = t21
-            t19.let_cache = None
             t22 = t21
             if t22 is None: t22 = Missing('f')
             if t22.__class__ is dict and 'value' in t22:
@@ -415,27 +408,20 @@ def e23(env):
             else:
                 t23 = attr_value(t22, 'value', 'f.value')
             t24 = not (t23 is None or t23.__class__ is Missing)
-            if (t24 if t24.__class__ is bool else _truth(t24)):
-                t26 = t21
-                if t26 is None: t26 = Missing('f')
-                if t26.__class__ is dict and 'value' in t26:
-                    t27 = t26['value']
-                    if t27 is None: t27 = Missing('f.value')
+            if t24:
+                if t23.__class__ is int:
+                    t26 = t23 >= (1)
                 else:
-                    t27 = attr_value(t26, 'value', 'f.value')
-                if t27.__class__ is int:
-                    t28 = t27 >= (1)
-                else:
-                    t28 = _compare('>=', t27, (1))
-                t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t26 = _compare('>=', t23, (1))
+                t25 = t26
             else:
                 t25 = False
             t16.append(t25)
             t17.mem -= 1
             if t17.mem < 0: _charge_mem(env, 0)
             if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t29 = call_value(env, F_all.fn, F_all.cost, False, [t16])
-        t15 = (t29 if t29.__class__ is bool else _truth(t29))
+        t27 = call_value(env, F_all.fn, F_all.cost, False, [t16])
+        t15 = (t27 if t27.__class__ is bool else _truth(t27))
     else:
         t15 = False
     return t15
@@ -445,14 +431,11 @@ def e24(env):
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 4
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         if t8.__class__ is dict and 'value' in t8:
@@ -472,14 +455,11 @@ def e25(env):
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 8
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         if t8.__class__ is dict and 'name' in t8:
@@ -491,27 +471,26 @@ def e25(env):
             t10 = t9 != ('dp_shard')
         else:
             t10 = _compare('!=', t9, ('dp_shard'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('f')
-            if t11.__class__ is dict and 'value' in t11:
-                t12 = t11['value']
-                if t12 is None: t12 = Missing('f.value')
+        if t10:
+            if t8.__class__ is dict and 'value' in t8:
+                t11 = t8['value']
+                if t11 is None: t11 = Missing('f.value')
             else:
-                t12 = attr_value(t11, 'value', 'f.value')
-            t1.append(t12)
+                t11 = attr_value(t8, 'value', 'f.value')
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t13
+    t12 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t12
 
 def e26(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -530,106 +509,86 @@ def e26(env):
             t10 = t9 != ('dp_shard')
         else:
             t10 = _compare('!=', t9, ('dp_shard'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t7
-            if t12 is None: t12 = Missing('f')
-            if t12.__class__ is dict and 'value' in t12:
-                t13 = t12['value']
-                if t13 is None: t13 = Missing('f.value')
+        if t10:
+            if t8.__class__ is dict and 'value' in t8:
+                t12 = t8['value']
+                if t12 is None: t12 = Missing('f.value')
             else:
-                t13 = attr_value(t12, 'value', 'f.value')
-            if t13.__class__ is int:
-                t14 = t13 > (1)
+                t12 = attr_value(t8, 'value', 'f.value')
+            if t12.__class__ is int:
+                t13 = t12 > (1)
             else:
-                t14 = _compare('>', t13, (1))
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t12, (1))
+            t11 = t13
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t15 = t7
-            if t15 is None: t15 = Missing('f')
-            if t15.__class__ is dict and 'name' in t15:
-                t16 = t15['name']
-                if t16 is None: t16 = Missing('f.name')
-            else:
-                t16 = attr_value(t15, 'name', 'f.name')
-            t17 = []
-            t18 = t5.budget
-            t20 = t5.lookup('world_size')
-            if t20 is None: t20 = Missing('world_size')
-            t21 = call_value(t5, F_divisors.fn, F_divisors.cost, False, [t20])
-            t19 = loop_items(t21)
-            t22 = Env({}, None, t18, t5)
-            t23 = t22.values
-            for t24 in t19:
-                t18.left -= 25
-                if t18.left < 0: _charge(t5, 0)
-                t23['v'] = t24
-                t22.let_cache = None
-                t25 = t22.lookup('world_size')
-                if t25 is None: t25 = Missing('world_size')
-                if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = t24
-                if t26 is None: t26 = Missing('v')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = t22.lookup('others')
-                if t27 is None: t27 = Missing('others')
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = t7
-                if t28 is None: t28 = Missing('f')
-                if t28.__class__ is dict and 'value' in t28:
-                    t29 = t28['value']
-                    if t29 is None: t29 = Missing('f.value')
+        if t11:
+            t14 = []
+            t15 = env.budget
+            t17 = t5.lookup('world_size')
+            if t17 is None: t17 = Missing('world_size')
+            t18 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t17])
+            t16 = t18
+            if t16.__class__ is not list: t16 = loop_items(t16)
+            t19 = Env({}, None, t15, t5)
+            t20 = t19.values
+            for t21 in t16:
+                t15.left -= 25
+                if t15.left < 0: _charge(env, 0)
+                t20['v'] = t21
+                t19.let_cache = None
+                t22 = t19.lookup('world_size')
+                if t22 is None: t22 = Missing('world_size')
+                if t22 is None or t22.__class__ is Missing: _need(t22)
+                t23 = t21
+                if t23 is None: t23 = Missing('v')
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = t19.lookup('others')
+                if t24 is None: t24 = Missing('others')
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                if t12 is None or t12.__class__ is Missing: _need(t12)
+                if t24.__class__ is int and t12.__class__ is int and t12:
+                    t25 = t24 // t12
+                    if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
                 else:
-                    t29 = attr_value(t28, 'value', 'f.value')
-                if t29 is None or t29.__class__ is Missing: _need(t29)
-                t30 = _binop('//', t27, t29, t22)
-                if t30 is None or t30.__class__ is Missing: _need(t30)
-                if t26.__class__ is int and t30.__class__ is int:
-                    t31 = t26 * t30
-                    if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+                    t25 = _binop('//', t24, t12, env)
+                if t23.__class__ is int and t25.__class__ is int:
+                    t26 = t23 * t25
+                    if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
                 else:
-                    t31 = _binop('*', t26, t30, t22)
-                if t31 is None or t31.__class__ is Missing: _need(t31)
-                t32 = _binop('%', t25, t31, t22)
-                if t32.__class__ is int:
-                    t33 = t32 == (0)
+                    t26 = _binop('*', t23, t25, env)
+                if t22.__class__ is int and t26.__class__ is int and t26:
+                    t27 = t22 % t26
+                    if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
                 else:
-                    t33 = _compare('==', t32, (0))
-                if (t33 if t33.__class__ is bool else _truth(t33)):
-                    t35 = t22.lookup('choices')
-                    if t35 is None: t35 = Missing('choices')
-                    t36 = (t35 is None or t35.__class__ is Missing)
-                    if not (t36 if t36.__class__ is bool else _truth(t36)):
-                        t38 = t24
-                        if t38 is None: t38 = Missing('v')
-                        if t35 is None or t35.__class__ is Missing: _need(t35)
-                        t40 = t7
-                        if t40 is None: t40 = Missing('f')
-                        if t40.__class__ is dict and 'name' in t40:
-                            t41 = t40['name']
-                            if t41 is None: t41 = Missing('f.name')
-                        else:
-                            t41 = attr_value(t40, 'name', 'f.name')
-                        if t41 is None or t41.__class__ is Missing: _need(t41)
-                        t42 = index_value(t35, t41, 'choices')
-                        if t42.__class__ is list or t42.__class__ is dict or t42.__class__ is str: _charge_operands(t22, t38, t42)
-                        t39 = _compare('in', t38, t42)
-                        t37 = (t39 if t39.__class__ is bool else _truth(t39))
+                    t27 = _binop('%', t22, t26, env)
+                if t27.__class__ is int:
+                    t28 = t27 == (0)
+                else:
+                    t28 = _compare('==', t27, (0))
+                if t28:
+                    t30 = t19.lookup('choices')
+                    if t30 is None: t30 = Missing('choices')
+                    t31 = (t30 is None or t30.__class__ is Missing)
+                    if not t31:
+                        if t30 is None or t30.__class__ is Missing: _need(t30)
+                        if t9 is None or t9.__class__ is Missing: _need(t9)
+                        t34 = index_value(t30, t9, 'choices')
+                        if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(env, t23, t34)
+                        t33 = _compare('in', t23, t34)
+                        t32 = t33
                     else:
-                        t37 = True
-                    t34 = (t37 if t37.__class__ is bool else _truth(t37))
+                        t32 = True
+                    t29 = t32
                 else:
-                    t34 = False
-                if (t34 if t34.__class__ is bool else _truth(t34)):
-                    t43 = t24
-                    if t43 is None: t43 = Missing('v')
-                    t17.append(t43)
-                    t18.mem -= 1
-                    if t18.mem < 0: _charge_mem(t5, 0)
-                    if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t44 = [t16, t17]
-            t1.append(t44)
+                    t29 = False
+                if t29:
+                    t14.append(t23)
+                    t15.mem -= 1
+                    if t15.mem < 0: _charge_mem(env, 0)
+                    if len(t14) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t35 = [t9, t14]
+            t1.append(t35)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -639,7 +598,7 @@ def e27(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('product')
         if t4 is None: t4 = Missing('product')
         if t1.__class__ is dict and 'world' in t1:
@@ -652,7 +611,7 @@ def e27(env):
         else:
             if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('==', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -662,14 +621,11 @@ def e28(env):
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 12
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         if t8.__class__ is dict and 'name' in t8:
@@ -678,38 +634,32 @@ def e28(env):
         else:
             t9 = attr_value(t8, 'name', 'f.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and ('(').__class__ is int:
-            t10 = t9 + ('(')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        t10 = _binop('+', t9, ('('), env)
+        if t8.__class__ is dict and 'value' in t8:
+            t11 = t8['value']
+            if t11 is None: t11 = Missing('f.value')
         else:
-            t10 = _binop('+', t9, ('('), t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('f')
-        if t11.__class__ is dict and 'value' in t11:
-            t12 = t11['value']
-            if t12 is None: t12 = Missing('f.value')
+            t11 = attr_value(t8, 'value', 'f.value')
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t10.__class__ is int and t12.__class__ is int:
+            t13 = t10 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        elif t10.__class__ is list and t12.__class__ is list and len(t10) + len(t12) <= MAX_LIST:
+            t13 = t10 + t12
+            env.budget.left -= len(t13)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t12 = attr_value(t11, 'value', 'f.value')
-        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t10, t13, t5)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t14.__class__ is int and (')').__class__ is int:
-            t15 = t14 + (')')
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t14, (')'), t5)
-        t1.append(t15)
+            t13 = _binop('+', t10, t12, env)
+        t14 = _binop('+', t13, (')'), env)
+        t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
-    return t16
+    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t15
 
 def e29(env):
     t1 = env.lookup('srun_fix')
@@ -720,17 +670,17 @@ def e30(env):
     t1 = env.lookup('srun_fix')
     if t1 is None: t1 = Missing('srun_fix')
     t2 = not _truth(t1)
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('dialect')
         if t4 is None: t4 = Missing('dialect')
         if t4.__class__ is str:
             t5 = t4 != ('native')
         else:
             t5 = _compare('!=', t4, ('native'))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         t7 = env.lookup('world_size')
         if t7 is None: t7 = Missing('world_size')
         if t7 is None or t7.__class__ is Missing: _need(t7)
@@ -742,7 +692,7 @@ def e30(env):
             t10 = t9 == (0)
         else:
             t10 = _compare('==', t9, (0))
-        t6 = _truth(t10)
+        t6 = t10
     else:
         t6 = False
     return t6
@@ -751,17 +701,17 @@ def e31(env):
     t1 = env.lookup('srun_fix')
     if t1 is None: t1 = Missing('srun_fix')
     t2 = not _truth(t1)
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('dialect')
         if t4 is None: t4 = Missing('dialect')
         if t4.__class__ is str:
             t5 = t4 != ('native')
         else:
             t5 = _compare('!=', t4, ('native'))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         t7 = env.lookup('world_size')
         if t7 is None: t7 = Missing('world_size')
         if t7 is None or t7.__class__ is Missing: _need(t7)
@@ -773,7 +723,7 @@ def e31(env):
             t10 = t9 != (0)
         else:
             t10 = _compare('!=', t9, (0))
-        t6 = _truth(t10)
+        t6 = t10
     else:
         t6 = False
     return t6
@@ -814,7 +764,7 @@ def e37(env):
         t2 = t1 == ('native')
     else:
         t2 = _compare('==', t1, ('native'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('product')
         if t4 is None: t4 = Missing('product')
         t6 = env.lookup('world_size')
@@ -824,28 +774,21 @@ def e37(env):
         else:
             if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('<', t4, t6)
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
-        t8 = env.lookup('product')
-        if t8 is None: t8 = Missing('product')
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', ('; ranks '), t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('+', t10, ('-'), env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('world_size')
-        if t12 is None: t12 = Missing('world_size')
+    if t3:
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', ('; ranks '), t8, env)
+        t10 = _binop('+', t9, ('-'), env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t11 = _binop('-', t6, (1), env)
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('-', t12, (1), env)
-        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('+', t11, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = _binop('+', t15, (' would sit outside the mesh'), env)
-        t7 = t16
+        t13 = _binop('+', t10, t12, env)
+        t14 = _binop('+', t13, (' would sit outside the mesh'), env)
+        t7 = t14
     else:
         t7 = ('')
     return t7
@@ -857,7 +800,7 @@ def e38(env):
         t2 = t1 != ('native')
     else:
         t2 = _compare('!=', t1, ('native'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
@@ -880,7 +823,7 @@ def e40(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('')
     else:
         t4 = ('s')
@@ -927,32 +870,27 @@ def e45(env):
         t4 = t3 > (0)
     else:
         t4 = _compare('>', t3, (0))
-    if _truth(t4):
+    if t4:
         t6 = call_value(env, F_join.fn, F_join.cost, False, [t2, (' and ')])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', (' ('), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (' count'), env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
         if t9.__class__ is int:
             t10 = t9 == (1)
         else:
             t10 = _compare('==', t9, (1))
-        if _truth(t10):
+        if t10:
             t11 = ('s')
         else:
             t11 = ('')
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t8, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, (' '), env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = attr_value(t1, 'world', 'srun_idle.world')
         t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
         if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = _binop('+', t13, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
         t17 = _binop('+', t16, (' too)'), env)
         t5 = t17
     else:
@@ -980,14 +918,11 @@ def e48(env):
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 8
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         t9 = attr_value(t8, 'name', 'f.name')
@@ -995,16 +930,13 @@ def e48(env):
             t10 = t9 != ('dp_shard')
         else:
             t10 = _compare('!=', t9, ('dp_shard'))
-        if _truth(t10):
-            t11 = t7
-            if t11 is None: t11 = Missing('f')
-            t12 = attr_value(t11, 'name', 'f.name')
-            t1.append(t12)
+        if t10:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
-    return t13
+    t11 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t11
 
 def e49(env):
     t1 = env.lookup('others')
@@ -1016,46 +948,37 @@ def e50(env):
     t2 = env.budget
     t4 = env.lookup('fits')
     if t4 is None: t4 = Missing('fits')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 20
         if t2.left < 0: _charge(env, 0)
-        t6['p'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('p')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = index_value(t8, (1), 'p')
-        t10 = call_value(t5, F_len.fn, F_len.cost, False, [t9])
+        t10 = call_value(env, F_len.fn, F_len.cost, False, [t9])
         if t10.__class__ is int:
             t11 = t10 > (0)
         else:
             t11 = _compare('>', t10, (0))
-        if _truth(t11):
-            t12 = t7
-            if t12 is None: t12 = Missing('p')
+        if t11:
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            t12 = index_value(t8, (0), 'p')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = index_value(t12, (0), 'p')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = _binop('+', t13, (' in {'), t5)
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = t7
-            if t15 is None: t15 = Missing('p')
+            t13 = _binop('+', t12, (' in {'), env)
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            t14 = index_value(t8, (1), 'p')
+            t15 = call_value(env, F_join.fn, F_join.cost, False, [t14])
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = index_value(t15, (1), 'p')
-            t17 = call_value(t5, F_join.fn, F_join.cost, False, [t16])
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = _binop('+', t14, t17, t5)
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = _binop('+', t18, ('}'), t5)
-            t1.append(t19)
+            t16 = _binop('+', t13, t15, env)
+            t17 = _binop('+', t16, ('}'), env)
+            t1.append(t17)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t20 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
-    return t20
+    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t18
 
 def e51(env):
     t1 = env.lookup('world_size')
@@ -1064,7 +987,11 @@ def e51(env):
     t2 = env.lookup('others')
     if t2 is None: t2 = Missing('others')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 % t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('%', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
@@ -1076,14 +1003,11 @@ def e52(env):
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 4
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         if t8.__class__ is dict and 'inferred' in t8:
@@ -1099,14 +1023,11 @@ def e52(env):
     if (t10 if t10.__class__ is bool else _truth(t10)):
         t12 = []
         t13 = env.budget
-        t14 = loop_items(t4)
-        t15 = Env({}, None, t13, env)
-        t16 = t15.values
+        t14 = t4
+        if t14.__class__ is not list: t14 = loop_items(t14)
         for t17 in t14:
             t13.left -= 9
             if t13.left < 0: _charge(env, 0)
-            t16['f'] = t17
-            t15.let_cache = None
             t18 = t17
             if t18 is None: t18 = Missing('f')
             if t18.__class__ is dict and 'inferred' in t18:
@@ -1115,24 +1036,22 @@ def e52(env):
             else:
                 t19 = attr_value(t18, 'inferred', 'f.inferred')
             t20 = not (t19 if t19.__class__ is bool else _truth(t19))
-            if (t20 if t20.__class__ is bool else _truth(t20)):
-                t21 = t17
-                if t21 is None: t21 = Missing('f')
-                if t21.__class__ is dict and 'value' in t21:
-                    t22 = t21['value']
-                    if t22 is None: t22 = Missing('f.value')
+            if t20:
+                if t18.__class__ is dict and 'value' in t18:
+                    t21 = t18['value']
+                    if t21 is None: t21 = Missing('f.value')
                 else:
-                    t22 = attr_value(t21, 'value', 'f.value')
-                if t22.__class__ is int:
-                    t23 = t22 >= (1)
+                    t21 = attr_value(t18, 'value', 'f.value')
+                if t21.__class__ is int:
+                    t22 = t21 >= (1)
                 else:
-                    t23 = _compare('>=', t22, (1))
-                t12.append(t23)
+                    t22 = _compare('>=', t21, (1))
+                t12.append(t22)
                 t13.mem -= 1
                 if t13.mem < 0: _charge_mem(env, 0)
                 if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t24 = call_value(env, F_all.fn, F_all.cost, False, [t12])
-        t11 = (t24 if t24.__class__ is bool else _truth(t24))
+        t23 = call_value(env, F_all.fn, F_all.cost, False, [t12])
+        t11 = (t23 if t23.__class__ is bool else _truth(t23))
     else:
         t11 = False
     return t11
@@ -1142,14 +1061,11 @@ def e53(env):
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 7
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         if t8.__class__ is dict and 'inferred' in t8:
@@ -1158,34 +1074,29 @@ def e53(env):
         else:
             t9 = attr_value(t8, 'inferred', 'f.inferred')
         t10 = not (t9 if t9.__class__ is bool else _truth(t9))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('f')
-            if t11.__class__ is dict and 'value' in t11:
-                t12 = t11['value']
-                if t12 is None: t12 = Missing('f.value')
+        if t10:
+            if t8.__class__ is dict and 'value' in t8:
+                t11 = t8['value']
+                if t11 is None: t11 = Missing('f.value')
             else:
-                t12 = attr_value(t11, 'value', 'f.value')
-            t1.append(t12)
+                t11 = attr_value(t8, 'value', 'f.value')
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t13
+    t12 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t12
 
 def e54(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 6
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         if t8.__class__ is dict and 'inferred' in t8:
@@ -1194,38 +1105,33 @@ def e54(env):
         else:
             t9 = attr_value(t8, 'inferred', 'f.inferred')
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t10 = t7
-            if t10 is None: t10 = Missing('f')
-            if t10.__class__ is dict and 'name' in t10:
-                t11 = t10['name']
-                if t11 is None: t11 = Missing('f.name')
+            if t8.__class__ is dict and 'name' in t8:
+                t10 = t8['name']
+                if t10 is None: t10 = Missing('f.name')
             else:
-                t11 = attr_value(t10, 'name', 'f.name')
-            t1.append(t11)
+                t10 = attr_value(t8, 'name', 'f.name')
+            t1.append(t10)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     if t1.__class__ is list and len(t1) > 0:
-        t12 = t1[0]
-        if t12 is None: t12 = Missing('?[0]')
+        t11 = t1[0]
+        if t11 is None: t11 = Missing('?[0]')
     else:
-        t12 = index_value(t1, (0), '?')
-    return t12
+        t11 = index_value(t1, (0), '?')
+    return t11
 
 def e55(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('world_factors')
     if t4 is None: t4 = Missing('world_factors')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 7
         if t2.left < 0: _charge(env, 0)
-        t6['f'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
         if t8.__class__ is dict and 'inferred' in t8:
@@ -1234,20 +1140,18 @@ def e55(env):
         else:
             t9 = attr_value(t8, 'inferred', 'f.inferred')
         t10 = not (t9 if t9.__class__ is bool else _truth(t9))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('f')
-            if t11.__class__ is dict and 'name' in t11:
-                t12 = t11['name']
-                if t12 is None: t12 = Missing('f.name')
+        if t10:
+            if t8.__class__ is dict and 'name' in t8:
+                t11 = t8['name']
+                if t11 is None: t11 = Missing('f.name')
             else:
-                t12 = attr_value(t11, 'name', 'f.name')
-            t1.append(t12)
+                t11 = attr_value(t8, 'name', 'f.name')
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
-    return t13
+    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t12
 
 def e56(env):
     t1 = env.lookup('world_size')
@@ -1290,7 +1194,7 @@ def e60(env):
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('world_size')
         if t4 is None: t4 = Missing('world_size')
         if t4 is None or t4.__class__ is Missing: _need(t4)
@@ -1301,7 +1205,6 @@ def e60(env):
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', ('; torchtitan floors it to '), t7, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', t8, (' and then fails its product assert'), env)
         t3 = t9
     else:
@@ -1315,7 +1218,7 @@ def e61(env):
         t2 = t1 != ('native')
     else:
         t2 = _compare('!=', t1, ('native'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
@@ -1326,14 +1229,11 @@ def e61(env):
         t9 = env.lookup('native')
         if t9 is None: t9 = Missing('native')
         t10 = attr_value(t9, 'dims', 'native.dims')
-        t8 = loop_items(t10)
-        t11 = Env({}, None, t7, env)
-        t12 = t11.values
+        t8 = t10
+        if t8.__class__ is not list: t8 = loop_items(t8)
         for t13 in t8:
             t7.left -= 10
             if t7.left < 0: _charge(env, 0)
-            t12['d'] = t13
-            t11.let_cache = None
             t14 = t13
             if t14 is None: t14 = Missing('d')
             t15 = attr_value(t14, 'size', 'd.size')
@@ -1341,19 +1241,17 @@ def e61(env):
             if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
                 t16 = t15 == t17
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t11, t15, t17)
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
                 t16 = _compare('==', t15, t17)
-            if _truth(t16):
-                t18 = t13
-                if t18 is None: t18 = Missing('d')
-                t19 = attr_value(t18, 'key', 'd.key')
-                t6.append(t19)
+            if t16:
+                t18 = attr_value(t14, 'key', 'd.key')
+                t6.append(t18)
                 t7.mem -= 1
                 if t7.mem < 0: _charge_mem(env, 0)
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t20 = index_value(t6, (0), '?')
-        t3 = t20
+        t19 = index_value(t6, (0), '?')
+        t3 = t19
     return t3
 
 def e62(env):
@@ -1365,7 +1263,6 @@ def e62(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('*', t1, t3, env)
     return t4
 
@@ -1378,9 +1275,7 @@ def e63(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t1, t4, env)
     return t5
 
@@ -1394,14 +1289,11 @@ def e65(env):
     t2 = env.budget
     t4 = env.lookup('skipped')
     if t4 is None: t4 = Missing('skipped')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 8
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8.__class__ is dict and 'needs' in t8:
@@ -1413,15 +1305,13 @@ def e65(env):
             t10 = t9 == ('world_size')
         else:
             t10 = _compare('==', t9, ('world_size'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('s')
-            if t11.__class__ is dict and 'code' in t11:
-                t12 = t11['code']
-                if t12 is None: t12 = Missing('s.code')
+        if t10:
+            if t8.__class__ is dict and 'code' in t8:
+                t11 = t8['code']
+                if t11 is None: t11 = Missing('s.code')
             else:
-                t12 = attr_value(t11, 'code', 's.code')
-            t1.append(t12)
+                t11 = attr_value(t8, 'code', 's.code')
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1445,25 +1335,25 @@ def e67(env):
         t3 = t2 == (0)
     else:
         t3 = _compare('==', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('dialect')
         if t5 is None: t5 = Missing('dialect')
         if t5.__class__ is str:
             t6 = t5 == ('torchtitan')
         else:
             t6 = _compare('==', t5, ('torchtitan'))
-        if _truth(t6):
+        if t6:
             t8 = env.lookup('framework_version')
             if t8 is None: t8 = Missing('framework_version')
             if t8.__class__ is str:
                 t9 = t8 != ('0.2.x')
             else:
                 t9 = _compare('!=', t8, ('0.2.x'))
-            t7 = _truth(t9)
+            t7 = t9
         else:
             t7 = False
-        t10 = not _truth(t7)
-        t4 = _truth(t10)
+        t10 = not t7
+        t4 = t10
     else:
         t4 = False
     return t4
@@ -1476,24 +1366,24 @@ def e68(env):
         t3 = t2 == (0)
     else:
         t3 = _compare('==', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('dialect')
         if t5 is None: t5 = Missing('dialect')
         if t5.__class__ is str:
             t6 = t5 == ('torchtitan')
         else:
             t6 = _compare('==', t5, ('torchtitan'))
-        t4 = _truth(t6)
+        t4 = t6
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t8 = env.lookup('framework_version')
         if t8 is None: t8 = Missing('framework_version')
         if t8.__class__ is str:
             t9 = t8 != ('0.2.x')
         else:
             t9 = _compare('!=', t8, ('0.2.x'))
-        t7 = _truth(t9)
+        t7 = t9
     else:
         t7 = False
     return t7
@@ -1506,38 +1396,31 @@ def e69(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = []
         t6 = env.budget
-        t7 = loop_items(t1)
-        t8 = Env({}, None, t6, env)
-        t9 = t8.values
+        t7 = t1
+        if t7.__class__ is not list: t7 = loop_items(t7)
         for t10 in t7:
             t6.left -= 9
             if t6.left < 0: _charge(env, 0)
-            t9['c'] = t10
-            t8.let_cache = None
             t11 = t10
             if t11 is None: t11 = Missing('c')
             t12 = attr_value(t11, 'words', 'c.words')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = _binop('+', t12, (', '), t8)
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = t10
-            if t14 is None: t14 = Missing('c')
-            t15 = attr_value(t14, 'source', 'c.source')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = _binop('+', t13, t15, t8)
-            t5.append(t16)
+            t13 = _binop('+', t12, (', '), env)
+            t14 = attr_value(t11, 'source', 'c.source')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = _binop('+', t13, t14, env)
+            t5.append(t15)
             t6.mem -= 1
             if t6.mem < 0: _charge_mem(env, 0)
             if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t17 = call_value(env, F_join.fn, F_join.cost, False, [t5, ('; ')])
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = _binop('+', ('the comments name several launches ('), t17, env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = _binop('+', t18, (') and none is chosen; '), env)
-        t4 = t19
+        t16 = call_value(env, F_join.fn, F_join.cost, False, [t5, ('; ')])
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('+', ('the comments name several launches ('), t16, env)
+        t18 = _binop('+', t17, (') and none is chosen; '), env)
+        t4 = t18
     else:
         t4 = ('')
     return t4
@@ -1562,11 +1445,10 @@ def e72(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', (' ('), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (')'), env)
         t4 = t7
     else:
@@ -1578,14 +1460,11 @@ def e73(env):
     t2 = env.budget
     t4 = env.lookup('topology_conflicts')
     if t4 is None: t4 = Missing('topology_conflicts')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 6
         if t2.left < 0: _charge(env, 0)
-        t6['c'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('c')
         if t8.__class__ is dict and 'explicit' in t8:
@@ -1594,10 +1473,8 @@ def e73(env):
         else:
             t9 = attr_value(t8, 'explicit', 'c.explicit')
         t10 = not (t9 if t9.__class__ is bool else _truth(t9))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('c')
-            t1.append(t11)
+        if t10:
+            t1.append(t8)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1687,11 +1564,11 @@ def e84(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('first')
         if t4 is None: t4 = Missing('first')
         t5 = not _truth(t4)
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -1700,7 +1577,7 @@ def e85(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('first')
         if t4 is None: t4 = Missing('first')
         t3 = _truth(t4)
@@ -1712,12 +1589,12 @@ def e86(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('item')
         if t4 is None: t4 = Missing('item')
         t5 = attr_value(t4, 'suggestion', 'item.suggestion')
         t6 = not (t5 is None or t5.__class__ is Missing)
-        t3 = _truth(t6)
+        t3 = t6
     else:
         t3 = False
     return t3
@@ -1726,12 +1603,12 @@ def e87(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('item')
         if t4 is None: t4 = Missing('item')
         t5 = attr_value(t4, 'suggestion', 'item.suggestion')
         t6 = (t5 is None or t5.__class__ is Missing)
-        t3 = _truth(t6)
+        t3 = t6
     else:
         t3 = False
     return t3
@@ -1747,10 +1624,9 @@ def e89(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = _binop('+', (' (did you mean '), t2, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', t5, ('?)'), env)
         t4 = t6
     else:
@@ -1762,7 +1638,7 @@ def e90(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'framework', 'item.framework')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t4 = t2
     else:
         t5 = env.lookup('dialect')
@@ -1771,14 +1647,14 @@ def e90(env):
             t6 = t5 == ('kempnerforge')
         else:
             t6 = _compare('==', t5, ('kempnerforge'))
-        if _truth(t6):
+        if t6:
             t7 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
         else:
             if t5.__class__ is str:
                 t8 = t5 == ('torchtitan')
             else:
                 t8 = _compare('==', t5, ('torchtitan'))
-            if _truth(t8):
+            if t8:
                 t9 = ('torchtitan does not know it')
             else:
                 t9 = ('meshlint does not know it')
@@ -1790,7 +1666,7 @@ def e91(env):
     t1 = env.lookup('written_for')
     if t1 is None: t1 = Missing('written_for')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t3 = ('')
     else:
         t4 = env.lookup('first')
@@ -1800,22 +1676,16 @@ def e91(env):
             if t6 is None: t6 = Missing('framework_version')
             if t6 is None or t6.__class__ is Missing: _need(t6)
             t7 = _binop('+', ('. Every key of this config that torchtitan '), t6, env)
-            if t7 is None or t7.__class__ is Missing: _need(t7)
             t8 = _binop('+', t7, (' does not know ('), env)
-            if t8 is None or t8.__class__ is Missing: _need(t8)
             t9 = attr_value(t1, 'keys', 'written_for.keys')
             t10 = call_value(env, F_join.fn, F_join.cost, False, [t9])
             if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = _binop('+', t8, t10, env)
-            if t11 is None or t11.__class__ is Missing: _need(t11)
             t12 = _binop('+', t11, (') is a key of torchtitan '), env)
-            if t12 is None or t12.__class__ is Missing: _need(t12)
             t13 = attr_value(t1, 'version', 'written_for.version')
             if t13 is None or t13.__class__ is Missing: _need(t13)
             t14 = _binop('+', t12, t13, env)
-            if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = _binop('+', t14, (': the config looks written for torchtitan '), env)
-            if t15 is None or t15.__class__ is Missing: _need(t15)
             if t13 is None or t13.__class__ is Missing: _need(t13)
             t16 = _binop('+', t15, t13, env)
             t5 = t16
@@ -1823,9 +1693,7 @@ def e91(env):
             t17 = attr_value(t1, 'version', 'written_for.version')
             if t17 is None or t17.__class__ is Missing: _need(t17)
             t18 = _binop('+', ('; a key of torchtitan '), t17, env)
-            if t18 is None or t18.__class__ is Missing: _need(t18)
             t19 = _binop('+', t18, (', like every unknown key of this config (see '), env)
-            if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = env.lookup('unknown_keys')
             if t20 is None: t20 = Missing('unknown_keys')
             if t20 is None or t20.__class__ is Missing: _need(t20)
@@ -1833,7 +1701,6 @@ def e91(env):
             t22 = attr_value(t21, 'key', 'key')
             if t22 is None or t22.__class__ is Missing: _need(t22)
             t23 = _binop('+', t19, t22, env)
-            if t23 is None or t23.__class__ is Missing: _need(t23)
             t24 = _binop('+', t23, (')'), env)
             t5 = t24
         t3 = t5
@@ -1880,7 +1747,7 @@ def e97(env):
             t4 = t3 > (1)
         else:
             t4 = _compare('>', t3, (1))
-        t2 = (t4 if t4.__class__ is bool else _truth(t4))
+        t2 = t4
     else:
         t2 = False
     return t2
@@ -1890,14 +1757,11 @@ def e98(env):
     t2 = env.budget
     t4 = env.lookup('skipped')
     if t4 is None: t4 = Missing('skipped')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 8
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8.__class__ is dict and 'needs' in t8:
@@ -1909,15 +1773,13 @@ def e98(env):
             t10 = t9 == ('gpus_per_node')
         else:
             t10 = _compare('==', t9, ('gpus_per_node'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t11 = t7
-            if t11 is None: t11 = Missing('s')
-            if t11.__class__ is dict and 'code' in t11:
-                t12 = t11['code']
-                if t12 is None: t12 = Missing('s.code')
+        if t10:
+            if t8.__class__ is dict and 'code' in t8:
+                t11 = t8['code']
+                if t11 is None: t11 = Missing('s.code')
             else:
-                t12 = attr_value(t11, 'code', 's.code')
-            t1.append(t12)
+                t11 = attr_value(t8, 'code', 's.code')
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1950,14 +1812,11 @@ def e101(env):
     t2 = env.budget
     t4 = env.lookup('unreadable')
     if t4 is None: t4 = Missing('unreadable')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 23
         if t2.left < 0: _charge(env, 0)
-        t6['u'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('u')
         t9 = attr_value(t8, 'key', 'u.key')
@@ -1965,38 +1824,27 @@ def e101(env):
             t10 = t9 != ('')
         else:
             t10 = _compare('!=', t9, (''))
-        if _truth(t10):
-            t12 = t7
-            if t12 is None: t12 = Missing('u')
-            t13 = attr_value(t12, 'key', 'u.key')
-            t11 = t13
+        if t10:
+            t11 = t9
         else:
             t11 = ('options')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t14 = _binop('+', t11, (' (line '), t5)
+        t12 = _binop('+', t11, (' (line '), env)
+        t13 = attr_value(t8, 'line', 'u.line')
+        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = t7
-        if t15 is None: t15 = Missing('u')
-        t16 = attr_value(t15, 'line', 'u.line')
-        t17 = call_value(t5, F_str.fn, F_str.cost, True, [t16])
+        t15 = _binop('+', t12, t14, env)
+        t16 = _binop('+', t15, (': '), env)
+        t17 = attr_value(t8, 'reason', 'u.reason')
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = _binop('+', t14, t17, t5)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = _binop('+', t18, (': '), t5)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = t7
-        if t20 is None: t20 = Missing('u')
-        t21 = attr_value(t20, 'reason', 'u.reason')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = _binop('+', t19, t21, t5)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = _binop('+', t22, (')'), t5)
-        t1.append(t23)
+        t18 = _binop('+', t16, t17, env)
+        t19 = _binop('+', t18, (')'), env)
+        t1.append(t19)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
-    return t24
+    t20 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t20
 
 def e102(env):
     t1 = env.lookup('unreadable')
@@ -2008,7 +1856,7 @@ def e102(env):
         t4 = t3 != ('')
     else:
         t4 = _compare('!=', t3, (''))
-    if _truth(t4):
+    if t4:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t6 = index_value(t1, (0), 'unreadable')
         t7 = attr_value(t6, 'key', 'key')
@@ -2020,9 +1868,7 @@ def e102(env):
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', ('#L'), t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t11, (':'), env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t13 = index_value(t1, (0), 'unreadable')
         t14 = attr_value(t13, 'col', 'col')
@@ -2039,14 +1885,14 @@ def e103(env):
         t2 = t1 == ('megatron')
     else:
         t2 = _compare('==', t1, ('megatron'))
-    if _truth(t2):
+    if t2:
         t3 = ('set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them')
     else:
         if t1.__class__ is str:
             t4 = t1 == ('kempnerforge')
         else:
             t4 = _compare('==', t1, ('kempnerforge'))
-        if _truth(t4):
+        if t4:
             t5 = ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)')
         else:
             t5 = ('write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')
@@ -2081,14 +1927,11 @@ def e108(env):
     t2 = env.budget
     t4 = env.lookup('topology_conflicts')
     if t4 is None: t4 = Missing('topology_conflicts')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 5
         if t2.left < 0: _charge(env, 0)
-        t6['c'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('c')
         if t8.__class__ is dict and 'explicit' in t8:
@@ -2097,9 +1940,7 @@ def e108(env):
         else:
             t9 = attr_value(t8, 'explicit', 'c.explicit')
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t10 = t7
-            if t10 is None: t10 = Missing('c')
-            t1.append(t10)
+            t1.append(t8)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2126,7 +1967,7 @@ def e111(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not t2:
         t4 = env.lookup('tp')
         if t4 is None: t4 = Missing('tp')
         if t1.__class__ is dict and 'gpus_per_node' in t1:
@@ -2139,7 +1980,7 @@ def e111(env):
         else:
             if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('>', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = True
     return t3
@@ -2152,7 +1993,8 @@ def e112(env):
     t5 = env.lookup('gpus_per_node')
     if t5 is None: t5 = Missing('gpus_per_node')
     t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
-    t4 = loop_items(t6)
+    t4 = t6
+    if t4.__class__ is not list: t4 = loop_items(t4)
     t7 = Env({}, None, t3, env)
     t8 = t7.values
     for t9 in t4:
@@ -2167,43 +2009,45 @@ def e112(env):
         if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
             t11 = t10 <= t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('<=', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t14 = t7.lookup('choices')
             if t14 is None: t14 = Missing('choices')
             t15 = (t14 is None or t14.__class__ is Missing)
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t17 = t9
-                if t17 is None: t17 = Missing('t')
+            if not t15:
                 if t14.__class__ is dict and 'tp' in t14:
-                    t19 = t14['tp']
-                    if t19 is None: t19 = Missing('choices.tp')
+                    t18 = t14['tp']
+                    if t18 is None: t18 = Missing('choices.tp')
                 else:
-                    t19 = attr_value(t14, 'tp', 'choices.tp')
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t7, t17, t19)
-                t18 = _compare('in', t17, t19)
-                t16 = (t18 if t18.__class__ is bool else _truth(t18))
+                    t18 = attr_value(t14, 'tp', 'choices.tp')
+                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t10, t18)
+                t17 = _compare('in', t10, t18)
+                t16 = t17
             else:
                 t16 = True
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+            t13 = t16
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t20 = t9
-            if t20 is None: t20 = Missing('t')
-            t2.append(t20)
+        if t13:
+            t2.append(t10)
             t3.mem -= 1
             if t3.mem < 0: _charge_mem(env, 0)
             if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1.__class__ is int and t2.__class__ is int:
-        t21 = t1 + t2
-        if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        t19 = t1 + t2
+        if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+    elif t1.__class__ is list and t2.__class__ is list and len(t1) + len(t2) <= MAX_LIST:
+        t19 = t1 + t2
+        env.budget.left -= len(t19)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t19)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
-        t21 = _binop('+', t1, t2, env)
-    t22 = call_value(env, F_max.fn, F_max.cost, False, [t21])
-    return t22
+        t19 = _binop('+', t1, t2, env)
+    t20 = call_value(env, F_max.fn, F_max.cost, False, [t19])
+    return t20
 
 def e113(env):
     t1 = env.lookup('tp')
@@ -2232,7 +2076,7 @@ def e116(env):
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if _truth(t4):
+    if t4:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t6 = _binop('//', t1, t2, env)
@@ -2241,7 +2085,6 @@ def e116(env):
         if t1 is None or t1.__class__ is Missing: _need(t1)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t7 = _binop('//', t1, t2, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (1), env)
         t5 = t8
     return t5
@@ -2269,7 +2112,7 @@ def e119(env):
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if _truth(t4):
+    if t4:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t6 = _binop('//', t1, t2, env)
@@ -2278,9 +2121,7 @@ def e119(env):
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', ('of '), t7, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', t8, (' / '), env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t9, t10, env)
@@ -2306,9 +2147,14 @@ def e121(env):
     else:
         t2 = attr_value(t1, 'role', 'item.role')
     t4 = K1
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         if t1.__class__ is dict and 'size' in t1:
             t6 = t1['size']
             if t6 is None: t6 = Missing('item.size')
@@ -2318,23 +2164,18 @@ def e121(env):
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        if t1.__class__ is dict and 'size' in t1:
-            t9 = t1['size']
-            if t9 is None: t9 = Missing('item.size')
+    if t5:
+        t10 = env.lookup('gpus_per_node')
+        if t10 is None: t10 = Missing('gpus_per_node')
+        if t6.__class__ is t10.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t9 = t6 <= t10
         else:
-            t9 = attr_value(t1, 'size', 'item.size')
-        t11 = env.lookup('gpus_per_node')
-        if t11 is None: t11 = Missing('gpus_per_node')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 <= t11
-        else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('<=', t9, t11)
-        t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t6, t10)
+            t9 = _compare('<=', t6, t10)
+        t8 = t9
     else:
         t8 = False
     return t8
@@ -2360,7 +2201,7 @@ def e124(env):
         t2 = t1 != ('cyclic')
     else:
         t2 = _compare('!=', t1, ('cyclic'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('item')
         if t4 is None: t4 = Missing('item')
         t5 = attr_value(t4, 'stride', 'item.stride')
@@ -2368,7 +2209,7 @@ def e124(env):
             t6 = t5 > (1)
         else:
             t6 = _compare('>', t5, (1))
-        t3 = _truth(t6)
+        t3 = t6
     else:
         t3 = False
     return t3
@@ -2380,7 +2221,7 @@ def e125(env):
         t2 = t1 != ('cyclic')
     else:
         t2 = _compare('!=', t1, ('cyclic'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('item')
         if t4 is None: t4 = Missing('item')
         t5 = attr_value(t4, 'stride', 'item.stride')
@@ -2388,7 +2229,7 @@ def e125(env):
             t6 = t5 == (1)
         else:
             t6 = _compare('==', t5, (1))
-        t3 = _truth(t6)
+        t3 = t6
     else:
         t3 = False
     return t3
@@ -2429,18 +2270,15 @@ def e130(env):
     else:
         if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('<', t3, t5)
-    if _truth(t4):
+    if t4:
         t7 = call_value(env, F_len.fn, F_len.cost, False, [t2])
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', (' (its first '), t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t9, (' of '), env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t10, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, (' ranks)'), env)
         t6 = t13
     else:
@@ -2473,7 +2311,7 @@ def e134(env):
     if t4 is None: t4 = Missing('keys')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
-    if _truth(t3):
+    if t3:
         if t4 is None or t4.__class__ is Missing: _need(t4)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t6 = index_value(t4, t2, 'keys')
@@ -2489,29 +2327,24 @@ def e135(env):
     t4 = env.lookup('gpus_per_node')
     if t4 is None: t4 = Missing('gpus_per_node')
     t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-    t3 = loop_items(t5)
-    t6 = Env({}, None, t2, env)
-    t7 = t6.values
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t8 in t3:
         t2.left -= 7
         if t2.left < 0: _charge(env, 0)
-        t7['t'] = t8
-        t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('t')
         if t9.__class__ is int:
             t10 = t9 > (1)
         else:
             t10 = _compare('>', t9, (1))
-        if _truth(t10):
-            t11 = t8
-            if t11 is None: t11 = Missing('t')
-            t1.append(t11)
+        if t10:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t12
+    t11 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t11
 
 def e136(env):
     t1 = env.lookup('item')
@@ -2522,9 +2355,14 @@ def e136(env):
     else:
         t2 = attr_value(t1, 'role', 'item.role')
     t4 = K2
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         if t1.__class__ is dict and 'size' in t1:
             t6 = t1['size']
             if t6 is None: t6 = Missing('item.size')
@@ -2534,7 +2372,7 @@ def e136(env):
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -2556,7 +2394,7 @@ def e138(env):
         t3 = t2 == ('ep')
     else:
         t3 = _compare('==', t2, ('ep'))
-    if _truth(t3):
+    if t3:
         t4 = ('all-to-all token dispatch')
     else:
         t4 = ('ring attention exchange')
@@ -2581,7 +2419,7 @@ def e140(env):
         t3 = t2 == ('ep')
     else:
         t3 = _compare('==', t2, ('ep'))
-    if _truth(t3):
+    if t3:
         t4 = ('EP')
     else:
         t4 = ('CP')
@@ -2595,7 +2433,7 @@ def e141(env):
         t3 = t2 == ('ep')
     else:
         t3 = _compare('==', t2, ('ep'))
-    if _truth(t3):
+    if t3:
         t4 = ('e.g. EP across nodes to fit the experts')
     else:
         t4 = ('e.g. CP across nodes to fit a long sequence')
@@ -2608,7 +2446,11 @@ def e142(env):
     t2 = env.lookup('gpus_per_node')
     if t2 is None: t2 = Missing('gpus_per_node')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 % t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('%', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
@@ -2650,7 +2492,6 @@ def e146(env):
     if t2 is None: t2 = Missing('gpus_per_node')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t4 = _binop('*', t3, t2, env)
     return t4
@@ -2663,9 +2504,7 @@ def e147(env):
     if t2 is None: t2 = Missing('gpus_per_node')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t5 = _binop('*', t4, t2, env)
     return t5
@@ -2679,11 +2518,11 @@ def e149(env):
     t1 = env.lookup('srun_idle')
     if t1 is None: t1 = Missing('srun_idle')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('said')
         if t4 is None: t4 = Missing('said')
         t5 = not (t4 if t4.__class__ is bool else _truth(t4))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -2701,17 +2540,14 @@ def e150(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = []
         t6 = env.budget
-        t7 = loop_items(t1)
-        t8 = Env({}, None, t6, env)
-        t9 = t8.values
+        t7 = t1
+        if t7.__class__ is not list: t7 = loop_items(t7)
         for t10 in t7:
             t6.left -= 4
             if t6.left < 0: _charge(env, 0)
-            t9['f'] = t10
-            t8.let_cache = None
             t11 = t10
             if t11 is None: t11 = Missing('f')
             if t11.__class__ is dict and 'inferred' in t11:
@@ -2725,20 +2561,17 @@ def e150(env):
             if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t13 = call_value(env, F_any.fn, F_any.cost, False, [t5])
         t14 = not (t13 if t13.__class__ is bool else _truth(t13))
-        t4 = (t14 if t14.__class__ is bool else _truth(t14))
+        t4 = t14
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t16 = []
         t17 = env.budget
-        t18 = loop_items(t1)
-        t19 = Env({}, None, t17, env)
-        t20 = t19.values
+        t18 = t1
+        if t18.__class__ is not list: t18 = loop_items(t18)
         for t21 in t18:
             t17.left -= 11
             if t17.left < 0: _charge(env, 0)
-            t20['f'] = t21
-            t19.let_cache = None
             t22 = t21
             if t22 is None: t22 = Missing('f')
             if t22.__class__ is dict and 'value' in t22:
@@ -2747,43 +2580,36 @@ def e150(env):
             else:
                 t23 = attr_value(t22, 'value', 'f.value')
             t24 = not (t23 is None or t23.__class__ is Missing)
-            if (t24 if t24.__class__ is bool else _truth(t24)):
-                t26 = t21
-                if t26 is None: t26 = Missing('f')
-                if t26.__class__ is dict and 'value' in t26:
-                    t27 = t26['value']
-                    if t27 is None: t27 = Missing('f.value')
+            if t24:
+                if t23.__class__ is int:
+                    t26 = t23 >= (1)
                 else:
-                    t27 = attr_value(t26, 'value', 'f.value')
-                if t27.__class__ is int:
-                    t28 = t27 >= (1)
-                else:
-                    t28 = _compare('>=', t27, (1))
-                t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t26 = _compare('>=', t23, (1))
+                t25 = t26
             else:
                 t25 = False
             t16.append(t25)
             t17.mem -= 1
             if t17.mem < 0: _charge_mem(env, 0)
             if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t29 = call_value(env, F_all.fn, F_all.cost, False, [t16])
-        t15 = (t29 if t29.__class__ is bool else _truth(t29))
+        t27 = call_value(env, F_all.fn, F_all.cost, False, [t16])
+        t15 = (t27 if t27.__class__ is bool else _truth(t27))
     else:
         t15 = False
-    if (t15 if t15.__class__ is bool else _truth(t15)):
-        t31 = env.lookup('product')
-        if t31 is None: t31 = Missing('product')
-        t33 = env.lookup('world_size')
-        if t33 is None: t33 = Missing('world_size')
-        if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
-            t32 = t31 != t33
+    if t15:
+        t29 = env.lookup('product')
+        if t29 is None: t29 = Missing('product')
+        t31 = env.lookup('world_size')
+        if t31 is None: t31 = Missing('world_size')
+        if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
+            t30 = t29 != t31
         else:
-            if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
-            t32 = _compare('!=', t31, t33)
-        t30 = (t32 if t32.__class__ is bool else _truth(t32))
+            if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
+            t30 = _compare('!=', t29, t31)
+        t28 = t30
     else:
-        t30 = False
-    return t30
+        t28 = False
+    return t28
 
 def e151(env):
     t1 = env.lookup('mismatch')
@@ -2803,7 +2629,7 @@ def e151(env):
         else:
             if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t3, t6)
             t4 = _compare('==', t3, t6)
-        t2 = (t4 if t4.__class__ is bool else _truth(t4))
+        t2 = t4
     else:
         t2 = False
     return t2
@@ -2830,7 +2656,7 @@ def e153(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('')
     else:
         t4 = ('s')
@@ -2843,7 +2669,7 @@ def e154(env):
         t2 = t1 == (1)
     else:
         t2 = _compare('==', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('')
     else:
         t3 = ('s')
@@ -2869,27 +2695,23 @@ def e156(env):
         t4 = t3 > (0)
     else:
         t4 = _compare('>', t3, (0))
-    if _truth(t4):
+    if t4:
         t6 = call_value(env, F_join.fn, F_join.cost, False, [t2, (' and ')])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', (', while '), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (' count'), env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
         if t9.__class__ is int:
             t10 = t9 == (1)
         else:
             t10 = _compare('==', t9, (1))
-        if _truth(t10):
+        if t10:
             t11 = ('s')
         else:
             t11 = ('')
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t8, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, (' all '), env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = attr_value(t1, 'world', 'srun_idle.world')
         t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
         if t15 is None or t15.__class__ is Missing: _need(t15)
@@ -2918,7 +2740,7 @@ def e159(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if _truth(t2):
+    if t2:
         t3 = (': KempnerForge sets cuda:SLURM_LOCALID (kempnerforge/distributed/setup.py:33, :201), which --gpus-per-task=1 alone would put out of range')
     else:
         t3 = ('')
@@ -2958,7 +2780,11 @@ def e164(env):
     t3 = env.lookup('tp')
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -2980,7 +2806,7 @@ def e166(env):
     t4 = env.lookup('choices')
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         if t4.__class__ is dict and 'tp' in t4:
             t7 = t4['tp']
             if t7 is None: t7 = Missing('choices.tp')
@@ -3003,7 +2829,8 @@ def e166(env):
         t11 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t9, t10])
         t12 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t11])
         t6 = t12
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t13 = Env({}, None, t2, env)
     t14 = t13.values
     for t15 in t3:
@@ -3017,68 +2844,66 @@ def e166(env):
             t17 = t16 > (1)
         else:
             t17 = _compare('>', t16, (1))
-        if (t17 if t17.__class__ is bool else _truth(t17)):
+        if t17:
             t19 = t13.lookup('gpus_per_node')
             if t19 is None: t19 = Missing('gpus_per_node')
             t20 = (t19 is None or t19.__class__ is Missing)
-            if not (t20 if t20.__class__ is bool else _truth(t20)):
-                t22 = t15
-                if t22 is None: t22 = Missing('t')
-                if t22.__class__ is t19.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 <= t19
+            if not t20:
+                if t16.__class__ is t19.__class__ and (t16.__class__ is int or t16.__class__ is str):
+                    t22 = t16 <= t19
                 else:
-                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t13, t22, t19)
-                    t23 = _compare('<=', t22, t19)
-                t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t16, t19)
+                    t22 = _compare('<=', t16, t19)
+                t21 = t22
             else:
                 t21 = True
-            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+            t18 = t21
         else:
             t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t25 = t13.lookup('model')
-            if t25 is None: t25 = Missing('model')
-            if t25.__class__ is dict and 'n_heads' in t25:
-                t26 = t25['n_heads']
-                if t26 is None: t26 = Missing('model.n_heads')
+        if t18:
+            t24 = t13.lookup('model')
+            if t24 is None: t24 = Missing('model')
+            if t24.__class__ is dict and 'n_heads' in t24:
+                t25 = t24['n_heads']
+                if t25 is None: t25 = Missing('model.n_heads')
             else:
-                t26 = attr_value(t25, 'n_heads', 'model.n_heads')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = t15
-            if t27 is None: t27 = Missing('t')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = _binop('%', t26, t27, t13)
-            if t28.__class__ is int:
-                t29 = t28 == (0)
+                t25 = attr_value(t24, 'n_heads', 'model.n_heads')
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t25.__class__ is int and t16.__class__ is int and t16:
+                t26 = t25 % t16
+                if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
             else:
-                t29 = _compare('==', t28, (0))
-            t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                t26 = _binop('%', t25, t16, env)
+            if t26.__class__ is int:
+                t27 = t26 == (0)
+            else:
+                t27 = _compare('==', t26, (0))
+            t23 = t27
         else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t31 = t13.lookup('model')
-            if t31 is None: t31 = Missing('model')
-            if t31.__class__ is dict and 'n_kv_heads' in t31:
-                t32 = t31['n_kv_heads']
-                if t32 is None: t32 = Missing('model.n_kv_heads')
+            t23 = False
+        if t23:
+            if t24.__class__ is dict and 'n_kv_heads' in t24:
+                t29 = t24['n_kv_heads']
+                if t29 is None: t29 = Missing('model.n_kv_heads')
             else:
-                t32 = attr_value(t31, 'n_kv_heads', 'model.n_kv_heads')
-            if t32 is None or t32.__class__ is Missing: _need(t32)
-            t33 = t15
-            if t33 is None: t33 = Missing('t')
-            if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = _binop('%', t32, t33, t13)
-            if t34.__class__ is int:
-                t35 = t34 == (0)
+                t29 = attr_value(t24, 'n_kv_heads', 'model.n_kv_heads')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t29.__class__ is int and t16.__class__ is int and t16:
+                t30 = t29 % t16
+                if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
             else:
-                t35 = _compare('==', t34, (0))
-            t30 = (t35 if t35.__class__ is bool else _truth(t35))
+                t30 = _binop('%', t29, t16, env)
+            if t30.__class__ is int:
+                t31 = t30 == (0)
+            else:
+                t31 = _compare('==', t30, (0))
+            t28 = t31
         else:
-            t30 = False
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t36 = t15
-            if t36 is None: t36 = Missing('t')
-            t1.append(t36)
+            t28 = False
+        if t28:
+            t1.append(t16)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3104,7 +2929,7 @@ def e169(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('use tp in '), t5, env)
@@ -3131,7 +2956,11 @@ def e171(env):
     t3 = env.lookup('tp')
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -3145,7 +2974,7 @@ def e172(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if _truth(t2):
+    if t2:
         t3 = (', or more KV heads')
     else:
         t3 = ('')
@@ -3205,7 +3034,11 @@ def e179(env):
     t3 = env.lookup('ep')
     if t3 is None: t3 = Missing('ep')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -3219,7 +3052,7 @@ def e180(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('model')
         if t4 is None: t4 = Missing('model')
         if t4.__class__ is dict and 'is_moe' in t4:
@@ -3238,7 +3071,7 @@ def e181(env):
     t4 = env.lookup('choices')
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         if t4.__class__ is dict and 'ep' in t4:
             t7 = t4['ep']
             if t7 is None: t7 = Missing('choices.ep')
@@ -3255,7 +3088,8 @@ def e181(env):
             t9 = attr_value(t8, 'num_experts', 'model.num_experts')
         t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
         t6 = t10
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t11 = Env({}, None, t2, env)
     t12 = t11.values
     for t13 in t3:
@@ -3269,7 +3103,7 @@ def e181(env):
             t15 = t14 > (1)
         else:
             t15 = _compare('>', t14, (1))
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+        if t15:
             t17 = t11.lookup('model')
             if t17 is None: t17 = Missing('model')
             if t17.__class__ is dict and 'num_experts' in t17:
@@ -3278,21 +3112,21 @@ def e181(env):
             else:
                 t18 = attr_value(t17, 'num_experts', 'model.num_experts')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t13
-            if t19 is None: t19 = Missing('e')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = _binop('%', t18, t19, t11)
-            if t20.__class__ is int:
-                t21 = t20 == (0)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            if t18.__class__ is int and t14.__class__ is int and t14:
+                t19 = t18 % t14
+                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
             else:
-                t21 = _compare('==', t20, (0))
-            t16 = (t21 if t21.__class__ is bool else _truth(t21))
+                t19 = _binop('%', t18, t14, env)
+            if t19.__class__ is int:
+                t20 = t19 == (0)
+            else:
+                t20 = _compare('==', t19, (0))
+            t16 = t20
         else:
             t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = t13
-            if t22 is None: t22 = Missing('e')
-            t1.append(t22)
+        if t16:
+            t1.append(t14)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3306,7 +3140,7 @@ def e182(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('use ep in '), t5, env)
@@ -3364,7 +3198,8 @@ def e187(env):
         t7 = attr_value(t4, 'vocab_size', 'model.vocab_size')
     t8 = [('vocab_size'), t7]
     t9 = [t6, t8]
-    t3 = loop_items(t9)
+    t3 = t9
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t10 = Env({}, None, t2, env)
     t11 = t10.values
     for t12 in t3:
@@ -3381,31 +3216,31 @@ def e187(env):
         else:
             t14 = index_value(t13, (1), 'p')
         t15 = not (t14 is None or t14.__class__ is Missing)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t17 = t12
-            if t17 is None: t17 = Missing('p')
+        if t15:
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            if t13.__class__ is list and len(t13) > 1:
+                t17 = t13[1]
+                if t17 is None: t17 = Missing('p[1]')
+            else:
+                t17 = index_value(t13, (1), 'p')
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t17.__class__ is list and len(t17) > 1:
-                t18 = t17[1]
-                if t18 is None: t18 = Missing('p[1]')
-            else:
-                t18 = index_value(t17, (1), 'p')
+            t18 = t10.lookup('tp')
+            if t18 is None: t18 = Missing('tp')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t10.lookup('tp')
-            if t19 is None: t19 = Missing('tp')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = _binop('%', t18, t19, t10)
-            if t20.__class__ is int:
-                t21 = t20 != (0)
+            if t17.__class__ is int and t18.__class__ is int and t18:
+                t19 = t17 % t18
+                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
             else:
-                t21 = _compare('!=', t20, (0))
-            t16 = (t21 if t21.__class__ is bool else _truth(t21))
+                t19 = _binop('%', t17, t18, env)
+            if t19.__class__ is int:
+                t20 = t19 != (0)
+            else:
+                t20 = _compare('!=', t19, (0))
+            t16 = t20
         else:
             t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = t12
-            if t22 is None: t22 = Missing('p')
-            t1.append(t22)
+        if t16:
+            t1.append(t13)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3418,7 +3253,8 @@ def e188(env):
     if t4 is None: t4 = Missing('gpus_per_node')
     t5 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t4, (8)])
     t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t7 = Env({}, None, t2, env)
     t8 = t7.values
     for t9 in t3:
@@ -3432,19 +3268,16 @@ def e188(env):
             t11 = t10 > (1)
         else:
             t11 = _compare('>', t10, (1))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t13 = []
-            t14 = t7.budget
+            t14 = env.budget
             t16 = t7.lookup('uneven')
             if t16 is None: t16 = Missing('uneven')
-            t15 = loop_items(t16)
-            t17 = Env({}, None, t14, t7)
-            t18 = t17.values
+            t15 = t16
+            if t15.__class__ is not list: t15 = loop_items(t15)
             for t19 in t15:
                 t14.left -= 9
-                if t14.left < 0: _charge(t7, 0)
-                t18['u'] = t19
-                t17.let_cache = None
+                if t14.left < 0: _charge(env, 0)
                 t20 = t19
                 if t20 is None: t20 = Missing('u')
                 if t20 is None or t20.__class__ is Missing: _need(t20)
@@ -3454,46 +3287,44 @@ def e188(env):
                 else:
                     t21 = index_value(t20, (1), 'u')
                 if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = t9
-                if t22 is None: t22 = Missing('t')
-                if t22 is None or t22.__class__ is Missing: _need(t22)
-                t23 = _binop('%', t21, t22, t17)
-                if t23.__class__ is int:
-                    t24 = t23 == (0)
+                if t10 is None or t10.__class__ is Missing: _need(t10)
+                if t21.__class__ is int and t10.__class__ is int and t10:
+                    t22 = t21 % t10
+                    if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
                 else:
-                    t24 = _compare('==', t23, (0))
-                t13.append(t24)
+                    t22 = _binop('%', t21, t10, env)
+                if t22.__class__ is int:
+                    t23 = t22 == (0)
+                else:
+                    t23 = _compare('==', t22, (0))
+                t13.append(t23)
                 t14.mem -= 1
-                if t14.mem < 0: _charge_mem(t7, 0)
+                if t14.mem < 0: _charge_mem(env, 0)
                 if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t25 = call_value(t7, F_all.fn, F_all.cost, False, [t13])
-            t12 = (t25 if t25.__class__ is bool else _truth(t25))
+            t24 = call_value(env, F_all.fn, F_all.cost, False, [t13])
+            t12 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t27 = t7.lookup('choices')
-            if t27 is None: t27 = Missing('choices')
-            t28 = (t27 is None or t27.__class__ is Missing)
-            if not (t28 if t28.__class__ is bool else _truth(t28)):
-                t30 = t9
-                if t30 is None: t30 = Missing('t')
-                if t27.__class__ is dict and 'tp' in t27:
-                    t32 = t27['tp']
-                    if t32 is None: t32 = Missing('choices.tp')
+        if t12:
+            t26 = t7.lookup('choices')
+            if t26 is None: t26 = Missing('choices')
+            t27 = (t26 is None or t26.__class__ is Missing)
+            if not t27:
+                if t26.__class__ is dict and 'tp' in t26:
+                    t30 = t26['tp']
+                    if t30 is None: t30 = Missing('choices.tp')
                 else:
-                    t32 = attr_value(t27, 'tp', 'choices.tp')
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t7, t30, t32)
-                t31 = _compare('in', t30, t32)
-                t29 = (t31 if t31.__class__ is bool else _truth(t31))
+                    t30 = attr_value(t26, 'tp', 'choices.tp')
+                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t10, t30)
+                t29 = _compare('in', t10, t30)
+                t28 = t29
             else:
-                t29 = True
-            t26 = (t29 if t29.__class__ is bool else _truth(t29))
+                t28 = True
+            t25 = t28
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t33 = t9
-            if t33 is None: t33 = Missing('t')
-            t1.append(t33)
+            t25 = False
+        if t25:
+            t1.append(t10)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3517,7 +3348,7 @@ def e190(env):
         t3 = t2 != ('model.')
     else:
         t3 = _compare('!=', t2, ('model.'))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('fits')
         if t5 is None: t5 = Missing('fits')
         t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
@@ -3525,7 +3356,7 @@ def e190(env):
             t7 = t6 > (0)
         else:
             t7 = _compare('>', t6, (0))
-        t4 = _truth(t7)
+        t4 = t7
     else:
         t4 = False
     return t4
@@ -3538,7 +3369,7 @@ def e191(env):
         t3 = t2 != ('model.')
     else:
         t3 = _compare('!=', t2, ('model.'))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('fits')
         if t5 is None: t5 = Missing('fits')
         t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
@@ -3546,7 +3377,7 @@ def e191(env):
             t7 = t6 == (0)
         else:
             t7 = _compare('==', t6, (0))
-        t4 = _truth(t7)
+        t4 = t7
     else:
         t4 = False
     return t4
@@ -3556,41 +3387,36 @@ def e192(env):
     t2 = env.budget
     t4 = env.lookup('uneven')
     if t4 is None: t4 = Missing('uneven')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 12
         if t2.left < 0: _charge(env, 0)
-        t6['u'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (' '), t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('u')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = index_value(t11, (1), 'u')
-        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('+', t10, t13, t5)
-        t1.append(t14)
+        t10 = _binop('+', t9, (' '), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t11 = index_value(t8, (1), 'u')
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t10, t12, env)
+        t1.append(t13)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
-    return t15
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
+    return t14
 
 def e193(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
     if t4 is None: t4 = Missing('uneven')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -3603,48 +3429,41 @@ def e193(env):
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (': '), t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('u')
+        t10 = _binop('+', t9, (': '), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t11 = index_value(t8, (1), 'u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = index_value(t11, (1), 'u')
+        t12 = t5.lookup('tp')
+        if t12 is None: t12 = Missing('tp')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t5.lookup('tp')
-        if t13 is None: t13 = Missing('tp')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('//', t12, t13, t5)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('+', t14, (1), t5)
-        t16 = call_value(t5, F_str.fn, F_str.cost, True, [t15])
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = _binop('+', t10, t16, t5)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = _binop('+', t17, (' vs '), t5)
+        t13 = _binop('//', t11, t12, env)
+        t14 = _binop('+', t13, (1), env)
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('+', t10, t15, env)
+        t17 = _binop('+', t16, (' vs '), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t18 = index_value(t8, (1), 'u')
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = t7
-        if t19 is None: t19 = Missing('u')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = index_value(t19, (1), 'u')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t19 = _binop('//', t18, t12, env)
+        t20 = call_value(env, F_str.fn, F_str.cost, True, [t19])
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t21 = _binop('//', t20, t13, t5)
-        t22 = call_value(t5, F_str.fn, F_str.cost, True, [t21])
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = _binop('+', t18, t22, t5)
-        t1.append(t23)
+        t21 = _binop('+', t17, t20, env)
+        t1.append(t21)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
-    return t24
+    t22 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t22
 
 def e194(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
     if t4 is None: t4 = Missing('uneven')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -3657,31 +3476,26 @@ def e194(env):
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (' up to '), t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('u')
+        t10 = _binop('+', t9, (' up to '), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t11 = index_value(t8, (1), 'u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = index_value(t11, (1), 'u')
+        t12 = t5.lookup('tp')
+        if t12 is None: t12 = Missing('tp')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t5.lookup('tp')
-        if t13 is None: t13 = Missing('tp')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('//', t12, t13, t5)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('+', t14, (1), t5)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t16 = _binop('*', t15, t13, t5)
-        t17 = call_value(t5, F_str.fn, F_str.cost, True, [t16])
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = _binop('+', t10, t17, t5)
-        t1.append(t18)
+        t13 = _binop('//', t11, t12, env)
+        t14 = _binop('+', t13, (1), env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t15 = _binop('*', t14, t12, env)
+        t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('+', t10, t16, env)
+        t1.append(t17)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
-    return t19
+    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
+    return t18
 
 def e195(env):
     t1 = env.lookup('fits')
@@ -3691,7 +3505,7 @@ def e195(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', (', or use tp in '), t5, env)
@@ -3711,14 +3525,11 @@ def e197(env):
     t2 = env.budget
     t4 = env.lookup('uneven')
     if t4 is None: t4 = Missing('uneven')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 5
         if t2.left < 0: _charge(env, 0)
-        t6['u'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
@@ -3765,7 +3576,7 @@ def e200(env):
         t3 = t2 > (1)
     else:
         t3 = _compare('>', t2, (1))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'peak_stage', 'memory.peak_stage')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
@@ -3800,7 +3611,7 @@ def e204(env):
         t2 = t1 != ('megatron')
     else:
         t2 = _compare('!=', t1, ('megatron'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
@@ -3821,14 +3632,14 @@ def e206(env):
     t3 = K3
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if _truth(t2):
+    if t2:
         t4 = ('shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations')
     else:
         if t1.__class__ is str:
             t5 = t1 == ('accelerate')
         else:
             t5 = _compare('==', t1, ('accelerate'))
-        if _truth(t5):
+        if t5:
             t6 = ('shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)')
         else:
             t6 = ('shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)')
@@ -3861,12 +3672,11 @@ def e208(env):
     else:
         t5 = attr_value(t1, 'margin', 'memory.margin')
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if (1).__class__ is int and t5.__class__ is int:
+    if t5.__class__ is int:
         t6 = (1) - t5
         if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
     else:
         t6 = _binop('-', (1), t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
     if t4.__class__ is int and t6.__class__ is int:
         t7 = t4 * t6
         if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
@@ -3894,14 +3704,14 @@ def e210(env):
     t3 = K4
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if _truth(t2):
+    if t2:
         t4 = ('sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing')
     else:
         if t1.__class__ is str:
             t5 = t1 == ('accelerate')
         else:
             t5 = _compare('==', t1, ('accelerate'))
-        if _truth(t5):
+        if t5:
             t6 = ('sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing')
         else:
             t6 = ('sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity')
@@ -3934,7 +3744,7 @@ def e213(env):
     t4 = env.lookup('choices')
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         if t4.__class__ is dict and 'pp' in t4:
             t7 = t4['pp']
             if t7 is None: t7 = Missing('choices.pp')
@@ -3951,7 +3761,8 @@ def e213(env):
             t9 = attr_value(t8, 'n_layers', 'model.n_layers')
         t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
         t6 = t10
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t11 = Env({}, None, t2, env)
     t12 = t11.values
     for t13 in t3:
@@ -3965,38 +3776,32 @@ def e213(env):
             t15 = t14 > (1)
         else:
             t15 = _compare('>', t14, (1))
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t17 = t13
-            if t17 is None: t17 = Missing('p')
-            if t17.__class__ is int:
-                t18 = t17 <= (64)
+        if t15:
+            if t14.__class__ is int:
+                t17 = t14 <= (64)
             else:
-                t18 = _compare('<=', t17, (64))
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = _compare('<=', t14, (64))
+            t16 = t17
         else:
             t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t20 = t13
-            if t20 is None: t20 = Missing('p')
-            t22 = t11.lookup('model')
-            if t22 is None: t22 = Missing('model')
-            if t22.__class__ is dict and 'n_layers' in t22:
-                t23 = t22['n_layers']
-                if t23 is None: t23 = Missing('model.n_layers')
+        if t16:
+            t20 = t11.lookup('model')
+            if t20 is None: t20 = Missing('model')
+            if t20.__class__ is dict and 'n_layers' in t20:
+                t21 = t20['n_layers']
+                if t21 is None: t21 = Missing('model.n_layers')
             else:
-                t23 = attr_value(t22, 'n_layers', 'model.n_layers')
-            if t20.__class__ is t23.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                t21 = t20 <= t23
+                t21 = attr_value(t20, 'n_layers', 'model.n_layers')
+            if t14.__class__ is t21.__class__ and (t14.__class__ is int or t14.__class__ is str):
+                t19 = t14 <= t21
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t11, t20, t23)
-                t21 = _compare('<=', t20, t23)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t14, t21)
+                t19 = _compare('<=', t14, t21)
+            t18 = t19
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = t13
-            if t24 is None: t24 = Missing('p')
-            t1.append(t24)
+            t18 = False
+        if t18:
+            t1.append(t14)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -4007,7 +3812,7 @@ def e214(env):
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t4 = t2
     else:
         t5 = env.lookup('pp')
@@ -4033,7 +3838,7 @@ def e217(env):
     t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('layers_per_stage'), t3)
     t1 = _compare('not in', ('layers_per_stage'), t3)
-    if _truth(t1):
+    if t1:
         t5 = env.lookup('keys')
         if t5 is None: t5 = Missing('keys')
         t6 = attr_value(t5, 'pp', 'keys.pp')
@@ -4049,7 +3854,7 @@ def e218(env):
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    if _truth(t2):
+    if t2:
         t3 = (' (or pipeline_parallel_layers_per_stage)')
     else:
         t3 = ('')
@@ -4063,7 +3868,7 @@ def e219(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('pp in '), t5, env)
@@ -4096,7 +3901,7 @@ def e221(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('pipeline')
         if t4 is None: t4 = Missing('pipeline')
         if t4.__class__ is dict and 'effective_counts' in t4:
@@ -4105,7 +3910,7 @@ def e221(env):
         else:
             t5 = attr_value(t4, 'effective_counts', 'pipeline.effective_counts')
         t6 = not (t5 is None or t5.__class__ is Missing)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+        t3 = t6
     else:
         t3 = False
     return t3
@@ -4117,7 +3922,7 @@ def e222(env):
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('parallelism')
         if t4 is None: t4 = Missing('parallelism')
         if t4.__class__ is dict and 'pp_first_stage_less_layers' in t4:
@@ -4137,7 +3942,7 @@ def e223(env):
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('parallelism')
         if t4 is None: t4 = Missing('parallelism')
         if t4.__class__ is dict and 'pp_last_stage_less_layers' in t4:
@@ -4165,15 +3970,26 @@ def e224(env):
     if t2.__class__ is int and t3.__class__ is int:
         t4 = t2 + t3
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    elif t2.__class__ is list and t3.__class__ is list and len(t2) + len(t3) <= MAX_LIST:
+        t4 = t2 + t3
+        env.budget.left -= len(t4)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t4)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t4 = _binop('+', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = env.lookup('last')
     if t5 is None: t5 = Missing('last')
     if t5 is None or t5.__class__ is Missing: _need(t5)
     if t4.__class__ is int and t5.__class__ is int:
         t6 = t4 + t5
         if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    elif t4.__class__ is list and t5.__class__ is list and len(t4) + len(t5) <= MAX_LIST:
+        t6 = t4 + t5
+        env.budget.left -= len(t6)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t6)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t6 = _binop('+', t4, t5, env)
     return t6
@@ -4194,18 +4010,25 @@ def e225(env):
     if t3.__class__ is int and t2.__class__ is int:
         t4 = t3 + t2
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    elif t3.__class__ is list and t2.__class__ is list and len(t3) + len(t2) <= MAX_LIST:
+        t4 = t3 + t2
+        env.budget.left -= len(t4)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t4)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t4 = _binop('+', t3, t2, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t4.__class__ is int and (1).__class__ is int:
+    if t4.__class__ is int:
         t5 = t4 - (1)
         if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
         t5 = _binop('-', t4, (1), env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t6 = _binop('//', t5, t2, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
+    if t5.__class__ is int and t2.__class__ is int and t2:
+        t6 = t5 // t2
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('//', t5, t2, env)
     if t2.__class__ is int and t6.__class__ is int:
         t7 = t2 * t6
         if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
@@ -4229,14 +4052,14 @@ def e227(env):
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('framework_version')
         if t4 is None: t4 = Missing('framework_version')
         if t4.__class__ is str:
             t5 = t4 == ('0.1.0')
         else:
             t5 = _compare('==', t4, ('0.1.0'))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -4248,14 +4071,14 @@ def e228(env):
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('framework_version')
         if t4 is None: t4 = Missing('framework_version')
         if t4.__class__ is str:
             t5 = t4 != ('0.1.0')
         else:
             t5 = _compare('!=', t4, ('0.1.0'))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -4286,36 +4109,29 @@ def e231(env):
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if _truth(t4):
+    if t4:
         t5 = ('')
     else:
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', (' (with the embedding and output weighted as '), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (' and '), env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t8, t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t10, (' layers, '), env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = env.lookup('total')
         if t12 is None: t12 = Missing('total')
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('+', t11, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = _binop('+', t14, (' effective layers: '), env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = env.lookup('pipeline')
         if t16 is None: t16 = Missing('pipeline')
         t17 = attr_value(t16, 'effective_counts', 'pipeline.effective_counts')
         t18 = call_value(env, F_join.fn, F_join.cost, False, [t17])
         if t18 is None or t18.__class__ is Missing: _need(t18)
         t19 = _binop('+', t15, t18, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = _binop('+', t19, (')'), env)
         t5 = t20
     return t5
@@ -4327,39 +4143,32 @@ def e232(env):
     if t4 is None: t4 = Missing('model')
     t5 = attr_value(t4, 'n_layers', 'model.n_layers')
     t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 12
         if t2.left < 0: _charge(env, 0)
-        t8['p'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('p')
         if t10.__class__ is int:
             t11 = t10 > (1)
         else:
             t11 = _compare('>', t10, (1))
-        if _truth(t11):
-            t13 = t9
-            if t13 is None: t13 = Missing('p')
-            if t13.__class__ is int:
-                t14 = t13 <= (64)
+        if t11:
+            if t10.__class__ is int:
+                t13 = t10 <= (64)
             else:
-                t14 = _compare('<=', t13, (64))
-            t12 = _truth(t14)
+                t13 = _compare('<=', t10, (64))
+            t12 = t13
         else:
             t12 = False
-        if _truth(t12):
-            t15 = t9
-            if t15 is None: t15 = Missing('p')
-            t1.append(t15)
+        if t12:
+            t1.append(t10)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t16
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t14
 
 def e233(env):
     t1 = env.lookup('model')
@@ -4384,7 +4193,6 @@ def e235(env):
     t3 = attr_value(t2, 'n_layers', 'model.n_layers')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('-', t1, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('//', t4, (2), env)
     return t5
 
@@ -4397,13 +4205,10 @@ def e236(env):
     t3 = attr_value(t2, 'n_layers', 'model.n_layers')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('-', t1, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t5 = _binop('-', t1, t3, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = _binop('//', t5, (2), env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = _binop('-', t4, t6, env)
     return t7
 
@@ -4453,17 +4258,17 @@ def e242(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('dialect')
         if t4 is None: t4 = Missing('dialect')
         if t4.__class__ is str:
             t5 = t4 != ('megatron')
         else:
             t5 = _compare('!=', t4, ('megatron'))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t7 = env.lookup('pipeline')
         if t7 is None: t7 = Missing('pipeline')
         if t7.__class__ is dict and 'unknown_schedule' in t7:
@@ -4472,33 +4277,29 @@ def e242(env):
         else:
             t8 = attr_value(t7, 'unknown_schedule', 'pipeline.unknown_schedule')
         t9 = not (t8 if t8.__class__ is bool else _truth(t8))
-        t6 = (t9 if t9.__class__ is bool else _truth(t9))
+        t6 = t9
     else:
         t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t11 = env.lookup('dialect')
-        if t11 is None: t11 = Missing('dialect')
-        if t11.__class__ is str:
-            t12 = t11 == ('kempnerforge')
+    if t6:
+        if t4.__class__ is str:
+            t11 = t4 == ('kempnerforge')
         else:
-            t12 = _compare('==', t11, ('kempnerforge'))
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = env.lookup('pipeline')
-            if t14 is None: t14 = Missing('pipeline')
-            if t14.__class__ is dict and 'schedule' in t14:
-                t15 = t14['schedule']
-                if t15 is None: t15 = Missing('pipeline.schedule')
+            t11 = _compare('==', t4, ('kempnerforge'))
+        if t11:
+            if t7.__class__ is dict and 'schedule' in t7:
+                t13 = t7['schedule']
+                if t13 is None: t13 = Missing('pipeline.schedule')
             else:
-                t15 = attr_value(t14, 'schedule', 'pipeline.schedule')
-            if t15.__class__ is str:
-                t16 = t15 == ('Interleaved1F1B')
+                t13 = attr_value(t7, 'schedule', 'pipeline.schedule')
+            if t13.__class__ is str:
+                t14 = t13 == ('Interleaved1F1B')
             else:
-                t16 = _compare('==', t15, ('Interleaved1F1B'))
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = _compare('==', t13, ('Interleaved1F1B'))
+            t12 = t14
         else:
-            t13 = False
-        t17 = not (t13 if t13.__class__ is bool else _truth(t13))
-        t10 = (t17 if t17.__class__ is bool else _truth(t17))
+            t12 = False
+        t15 = not t12
+        t10 = t15
     else:
         t10 = False
     return t10
@@ -4517,7 +4318,7 @@ def e244(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if _truth(t2):
+    if t2:
         t3 = ('train.grad_accum_steps')
     else:
         t4 = env.lookup('pipeline')
@@ -4534,7 +4335,7 @@ def e245(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
@@ -4550,7 +4351,7 @@ def e245(env):
             t10 = t9 == ('parallelism.num_pp_microbatches')
         else:
             t10 = _compare('==', t9, ('parallelism.num_pp_microbatches'))
-        if _truth(t10):
+        if t10:
             t11 = ('make num_pp_microbatches at least ')
         else:
             t11 = ('make local_batch_size / pipeline_parallel_microbatch_size at least ')
@@ -4559,13 +4360,12 @@ def e245(env):
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('+', t11, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = attr_value(t7, 'style', 'pipeline.style')
         if t15.__class__ is str:
             t16 = t15 == ('loop')
         else:
             t16 = _compare('==', t15, ('loop'))
-        if _truth(t16):
+        if t16:
             t18 = env.lookup('pp')
             if t18 is None: t18 = Missing('pp')
             t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
@@ -4606,7 +4406,7 @@ def e247(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('pipeline')
         if t4 is None: t4 = Missing('pipeline')
         if t4.__class__ is dict and 'schedule_error' in t4:
@@ -4615,19 +4415,17 @@ def e247(env):
         else:
             t5 = attr_value(t4, 'schedule_error', 'pipeline.schedule_error')
         t6 = (t5 is None or t5.__class__ is Missing)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+        t3 = t6
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = env.lookup('pipeline')
-        if t8 is None: t8 = Missing('pipeline')
-        if t8.__class__ is dict and 'n_microbatches' in t8:
-            t9 = t8['n_microbatches']
-            if t9 is None: t9 = Missing('pipeline.n_microbatches')
+    if t3:
+        if t4.__class__ is dict and 'n_microbatches' in t4:
+            t8 = t4['n_microbatches']
+            if t8 is None: t8 = Missing('pipeline.n_microbatches')
         else:
-            t9 = attr_value(t8, 'n_microbatches', 'pipeline.n_microbatches')
-        t10 = not (t9 is None or t9.__class__ is Missing)
-        t7 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = attr_value(t4, 'n_microbatches', 'pipeline.n_microbatches')
+        t9 = not (t8 is None or t8.__class__ is Missing)
+        t7 = t9
     else:
         t7 = False
     return t7
@@ -4647,66 +4445,53 @@ def e249(env):
         t3 = t2 == ('megatron')
     else:
         t3 = _compare('==', t2, ('megatron'))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'stages_per_rank', 'pipeline.stages_per_rank')
         if t5.__class__ is int:
             t6 = t5 > (1)
         else:
             t6 = _compare('>', t5, (1))
-        t4 = _truth(t6)
+        t4 = t6
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t8 = env.lookup('pp')
         if t8 is None: t8 = Missing('pp')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', ('(pp − 1) / (v·m + pp − 1) = ('), t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t10, (' − 1) / ('), env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = attr_value(t1, 'stages_per_rank', 'pipeline.stages_per_rank')
-        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('+', t11, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('+', t14, ('·'), env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
-        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = _binop('+', t15, t17, env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = _binop('+', t18, (' + '), env)
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t5])
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t11, t12, env)
+        t14 = _binop('+', t13, ('·'), env)
+        t15 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
+        t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('+', t14, t16, env)
+        t18 = _binop('+', t17, (' + '), env)
+        t19 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = _binop('+', t19, t20, env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = _binop('+', t21, (' − 1)'), env)
-        t7 = t22
+        t20 = _binop('+', t18, t19, env)
+        t21 = _binop('+', t20, (' − 1)'), env)
+        t7 = t21
     else:
-        t23 = env.lookup('pp')
-        if t23 is None: t23 = Missing('pp')
-        t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = _binop('+', ('(pp − 1) / (m + pp − 1) = ('), t24, env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = _binop('+', t25, (' − 1) / ('), env)
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        t27 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
-        t28 = call_value(env, F_str.fn, F_str.cost, True, [t27])
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = _binop('+', t26, t28, env)
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        t30 = _binop('+', t29, (' + '), env)
+        t22 = env.lookup('pp')
+        if t22 is None: t22 = Missing('pp')
+        t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        t24 = _binop('+', ('(pp − 1) / (m + pp − 1) = ('), t23, env)
+        t25 = _binop('+', t24, (' − 1) / ('), env)
+        t26 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
+        t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        t28 = _binop('+', t25, t27, env)
+        t29 = _binop('+', t28, (' + '), env)
+        t30 = call_value(env, F_str.fn, F_str.cost, True, [t22])
         if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = call_value(env, F_str.fn, F_str.cost, True, [t23])
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        t32 = _binop('+', t30, t31, env)
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = _binop('+', t32, (' − 1)'), env)
-        t7 = t33
+        t31 = _binop('+', t29, t30, env)
+        t32 = _binop('+', t31, (' − 1)'), env)
+        t7 = t32
     return t7
 
 def e250(env):
@@ -4723,14 +4508,14 @@ def e251(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if _truth(t2):
+    if t2:
         t3 = ('train.grad_accum_steps')
     else:
         if t1.__class__ is str:
             t4 = t1 == ('megatron')
         else:
             t4 = _compare('==', t1, ('megatron'))
-        if _truth(t4):
+        if t4:
             t5 = ('--global-batch-size / (--micro-batch-size × dp)')
         else:
             t6 = env.lookup('pipeline')
@@ -4741,7 +4526,7 @@ def e251(env):
                 t9 = t8 == ('parallelism.num_pp_microbatches')
             else:
                 t9 = _compare('==', t8, ('parallelism.num_pp_microbatches'))
-            if _truth(t9):
+            if t9:
                 t10 = ('num_pp_microbatches')
             else:
                 t10 = ('local_batch_size / pipeline_parallel_microbatch_size')
@@ -4762,7 +4547,6 @@ def e253(env):
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = _binop('-', t1, (1), env)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('pipeline')
     if t3 is None: t3 = Missing('pipeline')
     t4 = attr_value(t3, 'style', 'pipeline.style')
@@ -4770,23 +4554,19 @@ def e253(env):
         t5 = t4 == ('megatron')
     else:
         t5 = _compare('==', t4, ('megatron'))
-    if _truth(t5):
+    if t5:
         t7 = attr_value(t3, 'stages_per_rank', 'pipeline.stages_per_rank')
         t6 = t7
     else:
         t6 = (1)
     if t6 is None or t6.__class__ is Missing: _need(t6)
     t8 = _binop('*', t6, (4), env)
-    if t8 is None or t8.__class__ is Missing: _need(t8)
     t9 = attr_value(t3, 'stages', 'pipeline.stages')
     if t9 is None or t9.__class__ is Missing: _need(t9)
     t10 = _binop('*', t8, t9, env)
-    if t10 is None or t10.__class__ is Missing: _need(t10)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t11 = _binop('+', t10, t1, env)
-    if t11 is None or t11.__class__ is Missing: _need(t11)
     t12 = _binop('-', t11, (1), env)
-    if t12 is None or t12.__class__ is Missing: _need(t12)
     t13 = _binop('/', t2, t12, env)
     t14 = call_value(env, F_percent.fn, F_percent.cost, False, [t13])
     return t14
@@ -4843,7 +4623,7 @@ def e262(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = _binop('+', (' of '), t2, env)
         t4 = t5
@@ -4862,10 +4642,9 @@ def e264(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = _binop('+', ('the '), t2, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', t5, (' entry from'), env)
         t4 = t6
     else:

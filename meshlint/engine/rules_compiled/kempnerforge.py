@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -109,7 +109,7 @@ def e4(env):
     t1 = env.lookup('mesh')
     if t1 is None: t1 = Missing('mesh')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t4 = attr_value(t1, 'dims', 'mesh.dims')
         t6 = K0
         if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
@@ -117,25 +117,24 @@ def e4(env):
         else:
             if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('==', t4, t6)
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         t8 = env.lookup('dp_shard')
         if t8 is None: t8 = Missing('dp_shard')
         if t8.__class__ is int:
             t9 = t8 == (1)
         else:
             t9 = _compare('==', t8, (1))
-        t7 = _truth(t9)
+        t7 = t9
     else:
         t7 = False
-    if _truth(t7):
+    if t7:
         t11 = attr_value(t1, 'size', 'mesh.size')
         t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', ('every other degree is 1, so the mesh falls back to a flat dp_shard of all '), t12, env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('+', t13, (' ranks and the cp ranks silently become FSDP ranks'), env)
         t10 = t14
     else:
@@ -144,7 +143,6 @@ def e4(env):
         t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
         if t16 is None or t16.__class__ is Missing: _need(t16)
         t17 = _binop('+', ('with every other degree 1 the mesh falls back to a flat dp_shard of all ranks (the cp ranks silently become FSDP ranks); otherwise it covers only world_size / '), t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
         t18 = _binop('+', t17, (' ranks and KempnerForge crashes on the rest (ML321)'), env)
         t10 = t18
     return t10
@@ -153,7 +151,7 @@ def e5(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t4 = env.lookup('cp')
         if t4 is None: t4 = Missing('cp')
@@ -210,10 +208,10 @@ def e8(env):
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
-    t6 = not (t3 if t3.__class__ is bool else _truth(t3))
+    t6 = not t3
     return t6
 
 def e9(env):
@@ -228,17 +226,17 @@ def e9(env):
         t3 = t2 == ('fp8')
     else:
         t3 = _compare('==', t2, ('fp8'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('tp')
         if t5 is None: t5 = Missing('tp')
         if t5.__class__ is int:
             t6 = t5 > (1)
         else:
             t6 = _compare('>', t5, (1))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = t6
     else:
         t4 = False
-    t7 = not (t4 if t4.__class__ is bool else _truth(t4))
+    t7 = not t4
     return t7
 
 def e10(env):
@@ -256,10 +254,10 @@ def e10(env):
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
-    t6 = not (t3 if t3.__class__ is bool else _truth(t3))
+    t6 = not t3
     return t6
 
 def e11(env):
@@ -277,10 +275,10 @@ def e11(env):
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
-    t6 = not (t3 if t3.__class__ is bool else _truth(t3))
+    t6 = not t3
     return t6
 
 def e12(env):
@@ -307,20 +305,20 @@ def e13(env):
             t5 = t4 == ('moma')
         else:
             t5 = _compare('==', t4, ('moma'))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t7 = env.lookup('ep')
         if t7 is None: t7 = Missing('ep')
         if t7.__class__ is int:
             t8 = t7 > (1)
         else:
             t8 = _compare('>', t7, (1))
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = t8
     else:
         t6 = False
-    t9 = not (t6 if t6.__class__ is bool else _truth(t6))
+    t9 = not t6
     return t9
 
 def e14(env):
@@ -342,7 +340,7 @@ def e14(env):
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
-    t6 = not (t3 if t3.__class__ is bool else _truth(t3))
+    t6 = not t3
     return t6
 
 def e15(env):
@@ -377,7 +375,7 @@ def e16(env):
             t5 = t4 == ('moma')
         else:
             t5 = _compare('==', t4, ('moma'))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -422,17 +420,17 @@ def e18(env):
             t5 = t4 == ('config')
         else:
             t5 = _compare('==', t4, ('config'))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         if t1.__class__ is dict and 'pool_error' in t1:
             t7 = t1['pool_error']
             if t7 is None: t7 = Missing('vlm.pool_error')
         else:
             t7 = attr_value(t1, 'pool_error', 'vlm.pool_error')
         t8 = (t7 is None or t7.__class__ is Missing)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = t8
     else:
         t6 = False
     return t6
@@ -457,7 +455,7 @@ def e21(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('frame')
     else:
         t4 = ('frames')
@@ -479,11 +477,10 @@ def e23(env):
     else:
         if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
-    if _truth(t3):
+    if t3:
         t6 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', (' after the '), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (' adapter'), env)
         t5 = t8
     else:
@@ -498,7 +495,7 @@ def e24(env):
         t3 = t2 == ('cross_attention')
     else:
         t3 = _compare('==', t2, ('cross_attention'))
-    if _truth(t3):
+    if t3:
         t4 = (', none with cross_attention')
     else:
         t4 = ('')
@@ -524,7 +521,7 @@ def e27(env):
         t3 = t2 > (1)
     else:
         t3 = _compare('>', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = (', video.max_frames')
     else:
         t4 = ('')
@@ -567,17 +564,17 @@ def e29(env):
         else:
             t4 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
         t5 = not (t4 is None or t4.__class__ is Missing)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         if t1.__class__ is dict and 'pool_error' in t1:
             t7 = t1['pool_error']
             if t7 is None: t7 = Missing('vlm.pool_error')
         else:
             t7 = attr_value(t1, 'pool_error', 'vlm.pool_error')
         t8 = (t7 is None or t7.__class__ is Missing)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = t8
     else:
         t6 = False
     return t6
@@ -590,14 +587,13 @@ def e30(env):
         t3 = t2 == ('config')
     else:
         t3 = _compare('==', t2, ('config'))
-    if _truth(t3):
+    if t3:
         t4 = ('when it loads the config')
     else:
         t5 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of '), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (' tokens per image)'), env)
         t4 = t8
     return t4
@@ -717,7 +713,7 @@ def e42(env):
         t3 = t2 == ('config')
     else:
         t3 = _compare('==', t2, ('config'))
-    if _truth(t3):
+    if t3:
         t4 = ('(vision_encoder.num_tokens)')
     else:
         t4 = ('(the random encoder default)')
@@ -743,7 +739,7 @@ def e45(env):
         t3 = t2 == ('config')
     else:
         t3 = _compare('==', t2, ('config'))
-    if _truth(t3):
+    if t3:
         t4 = ('when it loads the config')
     else:
         t4 = ('when it builds the model')
@@ -757,7 +753,7 @@ def e46(env):
         t3 = t2 == ('attentional_pool')
     else:
         t3 = _compare('==', t2, ('attentional_pool'))
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'pool_window', 'vlm.pool_window')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
@@ -775,7 +771,7 @@ def e47(env):
         t3 = t2 == ('attentional_pool')
     else:
         t3 = _compare('==', t2, ('attentional_pool'))
-    if _truth(t3):
+    if t3:
         t4 = ('or adapter.type = "avgpool" (it pools ragged edges)')
     else:
         t4 = ('or a projection adapter (mlp_2layer, linear)')
@@ -796,7 +792,11 @@ def e48(env):
     else:
         t3 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -812,27 +812,22 @@ def e49(env):
     else:
         t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         if t1.__class__ is dict and 'n_kv_heads' in t1:
             t5 = t1['n_kv_heads']
             if t5 is None: t5 = Missing('model.n_kv_heads')
         else:
             t5 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
         t6 = not (t5 is None or t5.__class__ is Missing)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = t6
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        if t1.__class__ is dict and 'n_kv_heads' in t1:
-            t8 = t1['n_kv_heads']
-            if t8 is None: t8 = Missing('model.n_kv_heads')
+    if t4:
+        if t5.__class__ is int:
+            t8 = t5 > (0)
         else:
-            t8 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
-        if t8.__class__ is int:
-            t9 = t8 > (0)
-        else:
-            t9 = _compare('>', t8, (0))
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = _compare('>', t5, (0))
+        t7 = t8
     else:
         t7 = False
     return t7
@@ -867,17 +862,8 @@ def e51(env):
             t4 = attr_value(t1, 'n_heads', 'model.n_heads')
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('write n_kv_heads = ').__class__ is int and t5.__class__ is int:
-            t6 = ('write n_kv_heads = ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('write n_kv_heads = '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' (or another divisor of n_heads) in [model]').__class__ is int:
-            t7 = t6 + (' (or another divisor of n_heads) in [model]')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' (or another divisor of n_heads) in [model]'), env)
+        t6 = _binop('+', ('write n_kv_heads = '), t5, env)
+        t7 = _binop('+', t6, (' (or another divisor of n_heads) in [model]'), env)
         t3 = t7
     else:
         if t1.__class__ is dict and 'n_heads' in t1:
@@ -887,11 +873,7 @@ def e51(env):
             t8 = attr_value(t1, 'n_heads', 'model.n_heads')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if ('use an n_kv_heads that divides ').__class__ is int and t9.__class__ is int:
-            t10 = ('use an n_kv_heads that divides ') + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', ('use an n_kv_heads that divides '), t9, env)
+        t10 = _binop('+', ('use an n_kv_heads that divides '), t9, env)
         t3 = t10
     return t3
 
@@ -970,23 +952,20 @@ def e63(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'kept', 'item.kept')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'key', 'item.key')
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('the run keeps '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' = '), env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t8 = _binop('+', t7, t2, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t10 = attr_value(t1, 'value', 'item.value')
         if t2.__class__ is t10.__class__ and (t2.__class__ is int or t2.__class__ is str):
             t9 = t2 == t10
         else:
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t2, t10)
             t9 = _compare('==', t2, t10)
-        if _truth(t9):
+        if t9:
             t11 = ('')
         else:
             if t10 is None or t10.__class__ is Missing: _need(t10)
@@ -999,7 +978,6 @@ def e63(env):
         t14 = attr_value(t1, 'key', 'item.key')
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = _binop('+', ('it changes nothing (and KempnerForge has no key '), t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = _binop('+', t15, (')'), env)
         t4 = t16
     return t4
@@ -1022,7 +1000,11 @@ def e65(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = _binop('%', t1, (2), env)
+    if t1.__class__ is int:
+        t2 = t1 % (2)
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
+    else:
+        t2 = _binop('%', t1, (2), env)
     if t2.__class__ is int:
         t3 = t2 == (0)
     else:
@@ -1038,9 +1020,14 @@ def e66(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K1
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'dim' in t6:
@@ -1049,46 +1036,40 @@ def e66(env):
         else:
             t7 = attr_value(t6, 'dim', 'model.dim')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'n_heads' in t6:
                 t10 = t6['n_heads']
                 if t10 is None: t10 = Missing('model.n_heads')
             else:
                 t10 = attr_value(t6, 'n_heads', 'model.n_heads')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t6.__class__ is dict and 'n_heads' in t6:
-                t13 = t6['n_heads']
-                if t13 is None: t13 = Missing('model.n_heads')
+        if t9:
+            if t10.__class__ is int:
+                t13 = t10 > (0)
             else:
-                t13 = attr_value(t6, 'n_heads', 'model.n_heads')
-            if t13.__class__ is int:
-                t14 = t13 > (0)
-            else:
-                t14 = _compare('>', t13, (0))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('>', t10, (0))
+            t12 = t13
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if t12:
             if t7 is None or t7.__class__ is Missing: _need(t7)
-            if t6.__class__ is dict and 'n_heads' in t6:
-                t16 = t6['n_heads']
-                if t16 is None: t16 = Missing('model.n_heads')
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            if t7.__class__ is int and t10.__class__ is int and t10:
+                t15 = t7 % t10
+                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
             else:
-                t16 = attr_value(t6, 'n_heads', 'model.n_heads')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = _binop('%', t7, t16, env)
-            if t17.__class__ is int:
-                t18 = t17 == (0)
+                t15 = _binop('%', t7, t10, env)
+            if t15.__class__ is int:
+                t16 = t15 == (0)
             else:
-                t18 = _compare('==', t17, (0))
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t16 = _compare('==', t15, (0))
+            t14 = t16
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = t14
     else:
         t5 = False
     return t5
@@ -1108,7 +1089,11 @@ def e67(env):
     else:
         t3 = attr_value(t1, 'n_heads', 'model.n_heads')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('//', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 // t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('//', t2, t3, env)
     return t4
 
 def e68(env):
@@ -1125,7 +1110,6 @@ def e69(env):
     if t3 is None: t3 = Missing('head_dim')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t2, t4, env)
     return t5
 
@@ -1138,7 +1122,6 @@ def e70(env):
     if t3 is None: t3 = Missing('head_dim')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('-', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t2, t4, env)
     return t5
 
@@ -1184,9 +1167,14 @@ def e74(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K2
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('item')
         if t6 is None: t6 = Missing('item')
         if t6 is None or t6.__class__ is Missing: _need(t6)
@@ -1196,7 +1184,7 @@ def e74(env):
         else:
             t7 = index_value(t6, (1), 'item')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1206,7 +1194,7 @@ def e75(env):
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('train'), t2)
     t1 = _compare('in', ('train'), t2)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if t1:
         if t2.__class__ is dict and 'model' in t2:
             t4 = t2['model']
             if t4 is None: t4 = Missing('config.model')
@@ -1252,7 +1240,7 @@ def e75(env):
             t17 = t16 > (0)
         else:
             t17 = _compare('>', t16, (0))
-        if (t17 if t17.__class__ is bool else _truth(t17)):
+        if t17:
             if t4.__class__ is dict and 'moe_router' in t4:
                 t19 = t4['moe_router']
                 if t19 is None: t19 = Missing('config.model.moe_router')
@@ -1287,16 +1275,21 @@ def e77(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K8
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('failure')
         if t6 is None: t6 = Missing('failure')
         if t6.__class__ is str:
             t7 = t6 != ('')
         else:
             t7 = _compare('!=', t6, (''))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -1315,12 +1308,12 @@ def e78(env):
     else:
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t3.__class__ is str:
             t6 = t3 != ('')
         else:
             t6 = _compare('!=', t3, (''))
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = t6
     else:
         t5 = False
     return t5
@@ -1339,12 +1332,12 @@ def e79(env):
     else:
         t3 = attr_value(t2, 'hf_dataset_name', 'config.data.hf_dataset_name')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t3.__class__ is str:
             t6 = t3 != ('')
         else:
             t6 = _compare('!=', t3, (''))
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = t6
     else:
         t5 = False
     return t5
@@ -1363,15 +1356,15 @@ def e80(env):
     else:
         t3 = attr_value(t2, 'dataset_path', 'config.data.dataset_path')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t3.__class__ is str:
             t6 = t3 != ('')
         else:
             t6 = _compare('!=', t3, (''))
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = t6
     else:
         t5 = False
-    if not (t5 if t5.__class__ is bool else _truth(t5)):
+    if not t5:
         t8 = []
         t9 = env.budget
         if t2.__class__ is dict and 'datasets' in t2:
@@ -1379,46 +1372,41 @@ def e80(env):
             if t11 is None: t11 = Missing('config.data.datasets')
         else:
             t11 = attr_value(t2, 'datasets', 'config.data.datasets')
-        t10 = loop_items(t11)
-        t12 = Env({}, None, t9, env)
-        t13 = t12.values
+        t10 = t11
+        if t10.__class__ is not list: t10 = loop_items(t10)
         for t14 in t10:
             t9.left -= 13
             if t9.left < 0: _charge(env, 0)
-            t13['s'] = t14
-            t12.let_cache = None
             t15 = t14
             if t15 is None: t15 = Missing('s')
-            t12.budget.left -= 1
-            if t12.budget.left < 0: _charge(t12, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t16 = type_name(t15)
-            t12.budget.mem -= len(t16)
-            if t12.budget.mem < 0: _charge_mem(t12, 0)
+            env.budget.mem -= len(t16)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             if t16.__class__ is str:
                 t17 = t16 == ('table')
             else:
                 t17 = _compare('==', t16, ('table'))
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t19 = t14
-                if t19 is None: t19 = Missing('s')
-                if t19.__class__ is dict and 'path' in t19:
-                    t20 = t19['path']
-                    if t20 is None: t20 = Missing('s.path')
+            if t17:
+                if t15.__class__ is dict and 'path' in t15:
+                    t19 = t15['path']
+                    if t19 is None: t19 = Missing('s.path')
                 else:
-                    t20 = attr_value(t19, 'path', 's.path')
-                if t20.__class__ is str:
-                    t21 = t20 != ('')
+                    t19 = attr_value(t15, 'path', 's.path')
+                if t19.__class__ is str:
+                    t20 = t19 != ('')
                 else:
-                    t21 = _compare('!=', t20, (''))
-                t18 = (t21 if t21.__class__ is bool else _truth(t21))
+                    t20 = _compare('!=', t19, (''))
+                t18 = t20
             else:
                 t18 = False
             t8.append(t18)
             t9.mem -= 1
             if t9.mem < 0: _charge_mem(env, 0)
             if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t22 = call_value(env, F_any.fn, F_any.cost, False, [t8])
-        t7 = (t22 if t22.__class__ is bool else _truth(t22))
+        t21 = call_value(env, F_any.fn, F_any.cost, False, [t8])
+        t7 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
         t7 = True
     return t7
@@ -1438,64 +1426,50 @@ def e81(env):
         if t6 is None: t6 = Missing('config.data.datasets')
     else:
         t6 = attr_value(t5, 'datasets', 'config.data.datasets')
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 20
         if t2.left < 0: _charge(env, 0)
-        t8['s'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('s')
-        t7.budget.left -= 1
-        if t7.budget.left < 0: _charge(t7, 0)
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
         t11 = type_name(t10)
-        t7.budget.mem -= len(t11)
-        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        env.budget.mem -= len(t11)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         if t11.__class__ is str:
             t12 = t11 == ('table')
         else:
             t12 = _compare('==', t11, ('table'))
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t9
-            if t14 is None: t14 = Missing('s')
-            if t14.__class__ is dict and 'path' in t14:
-                t15 = t14['path']
-                if t15 is None: t15 = Missing('s.path')
+        if t12:
+            if t10.__class__ is dict and 'path' in t10:
+                t14 = t10['path']
+                if t14 is None: t14 = Missing('s.path')
             else:
-                t15 = attr_value(t14, 'path', 's.path')
-            if t15.__class__ is str:
-                t16 = t15 == ('')
+                t14 = attr_value(t10, 'path', 's.path')
+            if t14.__class__ is str:
+                t15 = t14 == ('')
             else:
-                t16 = _compare('==', t15, (''))
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = _compare('==', t14, (''))
+            t13 = t15
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = t9
-            if t18 is None: t18 = Missing('s')
-            if t18.__class__ is dict and 'hf_name' in t18:
-                t19 = t18['hf_name']
-                if t19 is None: t19 = Missing('s.hf_name')
+        if t13:
+            if t10.__class__ is dict and 'hf_name' in t10:
+                t17 = t10['hf_name']
+                if t17 is None: t17 = Missing('s.hf_name')
             else:
-                t19 = attr_value(t18, 'hf_name', 's.hf_name')
-            if t19.__class__ is str:
-                t20 = t19 != ('')
+                t17 = attr_value(t10, 'hf_name', 's.hf_name')
+            if t17.__class__ is str:
+                t18 = t17 != ('')
             else:
-                t20 = _compare('!=', t19, (''))
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                t18 = _compare('!=', t17, (''))
+            t16 = t18
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t21 = t9
-            if t21 is None: t21 = Missing('s')
-            if t21.__class__ is dict and 'hf_name' in t21:
-                t22 = t21['hf_name']
-                if t22 is None: t22 = Missing('s.hf_name')
-            else:
-                t22 = attr_value(t21, 'hf_name', 's.hf_name')
-            t1.append(t22)
+            t16 = False
+        if t16:
+            t1.append(t17)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1523,13 +1497,13 @@ def e82(env):
             t6 = t5 == (True)
         else:
             t6 = _compare('==', t5, (True))
-        if (t6 if t6.__class__ is bool else _truth(t6)):
+        if t6:
             t8 = env.lookup('mmap')
             if t8 is None: t8 = Missing('mmap')
             t7 = (t8 if t8.__class__ is bool else _truth(t8))
         else:
             t7 = False
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = ('pack_sequences = true with memory-mapped data')
         else:
             if t3.__class__ is dict and 'vlm' in t3:
@@ -1538,7 +1512,7 @@ def e82(env):
             else:
                 t10 = attr_value(t3, 'vlm', 'config.vlm')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            if (t11 if t11.__class__ is bool else _truth(t11)):
+            if t11:
                 t12 = ('')
             else:
                 if t4.__class__ is dict and 'datasets' in t4:
@@ -1556,7 +1530,7 @@ def e82(env):
                     t15 = t14 > (0)
                 else:
                     t15 = _compare('>', t14, (0))
-                if (t15 if t15.__class__ is bool else _truth(t15)):
+                if t15:
                     t17 = env.lookup('hf_sources')
                     if t17 is None: t17 = Missing('hf_sources')
                     if t17.__class__ is list or t17.__class__ is str or t17.__class__ is dict:
@@ -1569,67 +1543,57 @@ def e82(env):
                         t19 = t18 > (0)
                     else:
                         t19 = _compare('>', t18, (0))
-                    t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                    t16 = t19
                 else:
                     t16 = False
-                if (t16 if t16.__class__ is bool else _truth(t16)):
-                    t21 = env.lookup('hf_sources')
-                    if t21 is None: t21 = Missing('hf_sources')
-                    t22 = call_value(env, F_join.fn, F_join.cost, False, [t21, (', ')])
-                    if t22 is None or t22.__class__ is Missing: _need(t22)
-                    if ('the [[data.datasets]] source with hf_name ').__class__ is int and t22.__class__ is int:
-                        t23 = ('the [[data.datasets]] source with hf_name ') + t22
-                        if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-                    else:
-                        t23 = _binop('+', ('the [[data.datasets]] source with hf_name '), t22, env)
-                    t20 = t23
+                if t16:
+                    t21 = call_value(env, F_join.fn, F_join.cost, False, [t17, (', ')])
+                    if t21 is None or t21.__class__ is Missing: _need(t21)
+                    t22 = _binop('+', ('the [[data.datasets]] source with hf_name '), t21, env)
+                    t20 = t22
                 else:
                     if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
-                        t24 = len(t13)
-                        env.budget.left -= t24 if t24 > 1 else 1
+                        t23 = len(t13)
+                        env.budget.left -= t23 if t23 > 1 else 1
                         if env.budget.left < 0: _charge(env, 0)
                     else:
-                        t24 = call_value(env, F_len.fn, F_len.cost, False, [t13])
-                    if t24.__class__ is int:
-                        t25 = t24 == (0)
+                        t23 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+                    if t23.__class__ is int:
+                        t24 = t23 == (0)
                     else:
-                        t25 = _compare('==', t24, (0))
-                    if (t25 if t25.__class__ is bool else _truth(t25)):
+                        t24 = _compare('==', t23, (0))
+                    if t24:
                         if t4.__class__ is dict and 'dataset_path' in t4:
-                            t27 = t4['dataset_path']
-                            if t27 is None: t27 = Missing('config.data.dataset_path')
+                            t26 = t4['dataset_path']
+                            if t26 is None: t26 = Missing('config.data.dataset_path')
                         else:
-                            t27 = attr_value(t4, 'dataset_path', 'config.data.dataset_path')
-                        if t27.__class__ is str:
-                            t28 = t27 == ('')
+                            t26 = attr_value(t4, 'dataset_path', 'config.data.dataset_path')
+                        if t26.__class__ is str:
+                            t27 = t26 == ('')
                         else:
-                            t28 = _compare('==', t27, (''))
-                        t26 = (t28 if t28.__class__ is bool else _truth(t28))
+                            t27 = _compare('==', t26, (''))
+                        t25 = t27
                     else:
-                        t26 = False
-                    if (t26 if t26.__class__ is bool else _truth(t26)):
-                        t30 = env.lookup('hf')
-                        if t30 is None: t30 = Missing('hf')
-                        t29 = (t30 if t30.__class__ is bool else _truth(t30))
+                        t25 = False
+                    if t25:
+                        t29 = env.lookup('hf')
+                        if t29 is None: t29 = Missing('hf')
+                        t28 = (t29 if t29.__class__ is bool else _truth(t29))
                     else:
-                        t29 = False
-                    if (t29 if t29.__class__ is bool else _truth(t29)):
+                        t28 = False
+                    if t28:
                         if t4.__class__ is dict and 'hf_dataset_name' in t4:
-                            t32 = t4['hf_dataset_name']
-                            if t32 is None: t32 = Missing('config.data.hf_dataset_name')
+                            t31 = t4['hf_dataset_name']
+                            if t31 is None: t31 = Missing('config.data.hf_dataset_name')
                         else:
-                            t32 = attr_value(t4, 'hf_dataset_name', 'config.data.hf_dataset_name')
-                        t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
-                        if t33 is None or t33.__class__ is Missing: _need(t33)
-                        if ('data.hf_dataset_name = ').__class__ is int and t33.__class__ is int:
-                            t34 = ('data.hf_dataset_name = ') + t33
-                            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
-                        else:
-                            t34 = _binop('+', ('data.hf_dataset_name = '), t33, env)
-                        t31 = t34
+                            t31 = attr_value(t4, 'hf_dataset_name', 'config.data.hf_dataset_name')
+                        t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
+                        if t32 is None or t32.__class__ is Missing: _need(t32)
+                        t33 = _binop('+', ('data.hf_dataset_name = '), t32, env)
+                        t30 = t33
                     else:
-                        t31 = ('')
-                    t20 = t31
+                        t30 = ('')
+                    t20 = t30
                 t12 = t20
             t9 = t12
         t2 = t9
@@ -1642,7 +1606,7 @@ def e83(env):
         t2 = t1 == ('pack_sequences = true with memory-mapped data')
     else:
         t2 = _compare('==', t1, ('pack_sequences = true with memory-mapped data'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t3 = ('data.tokenizer_path is required when pack_sequences=True')
     else:
         t4 = env.lookup('config')
@@ -1667,7 +1631,7 @@ def e83(env):
             t8 = t7 == (0)
         else:
             t8 = _compare('==', t7, (0))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t9 = ('data.tokenizer_path is required for HuggingFace datasets')
         else:
             t9 = ('data.tokenizer_path required for HF dataset ...')
@@ -1701,8 +1665,13 @@ def e88(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K9
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e89(env):
@@ -1718,10 +1687,11 @@ def e89(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = []
         t6 = env.budget
-        t7 = loop_items(t1)
+        t7 = t1
+        if t7.__class__ is not list: t7 = loop_items(t7)
         t8 = Env({}, None, t6, env)
         t9 = t8.values
         for t10 in t7:
@@ -1743,32 +1713,34 @@ def e89(env):
             if t11.__class__ is int and t13.__class__ is int:
                 t14 = t11 + t13
                 if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+            elif t11.__class__ is list and t13.__class__ is list and len(t11) + len(t13) <= MAX_LIST:
+                t14 = t11 + t13
+                env.budget.left -= len(t14)
+                if env.budget.left < 0: _charge(env, 0)
+                env.budget.mem -= len(t14)
+                if env.budget.mem < 0: _charge_mem(env, 0)
             else:
-                t14 = _binop('+', t11, t13, t8)
-            if t14 is None or t14.__class__ is Missing: _need(t14)
+                t14 = _binop('+', t11, t13, env)
             if t11 is None or t11.__class__ is Missing: _need(t11)
             if t14.__class__ is int and t11.__class__ is int:
                 t15 = t14 + t11
                 if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+            elif t14.__class__ is list and t11.__class__ is list and len(t14) + len(t11) <= MAX_LIST:
+                t15 = t14 + t11
+                env.budget.left -= len(t15)
+                if env.budget.left < 0: _charge(env, 0)
+                env.budget.mem -= len(t15)
+                if env.budget.mem < 0: _charge_mem(env, 0)
             else:
-                t15 = _binop('+', t14, t11, t8)
+                t15 = _binop('+', t14, t11, env)
             t5.append(t15)
             t6.mem -= 1
             if t6.mem < 0: _charge_mem(env, 0)
             if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t16 = call_value(env, F_join.fn, F_join.cost, False, [t5, (', ')])
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if ('ValueError: DatasetSource ').__class__ is int and t16.__class__ is int:
-            t17 = ('ValueError: DatasetSource ') + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-        else:
-            t17 = _binop('+', ('ValueError: DatasetSource '), t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t17.__class__ is int and (' must have either path or hf_name').__class__ is int:
-            t18 = t17 + (' must have either path or hf_name')
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t17, (' must have either path or hf_name'), env)
+        t17 = _binop('+', ('ValueError: DatasetSource '), t16, env)
+        t18 = _binop('+', t17, (' must have either path or hf_name'), env)
         t19 = [(True), ('data.datasets'), t18, ('give each [[data.datasets]] entry a path (tokenized .bin/.npy files) or an hf_name')]
         t20 = [t19]
         t4 = t20
@@ -1788,7 +1760,7 @@ def e89(env):
         t24 = t23 > (1)
     else:
         t24 = _compare('>', t23, (1))
-    if (t24 if t24.__class__ is bool else _truth(t24)):
+    if t24:
         t26 = []
         t27 = env.budget
         if t22.__class__ is list or t22.__class__ is str or t22.__class__ is dict:
@@ -1797,14 +1769,14 @@ def e89(env):
             if env.budget.left < 0: _charge(env, 0)
         else:
             t29 = call_value(env, F_len.fn, F_len.cost, False, [t22])
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t29.__class__ is int and (1).__class__ is int:
+        if t29.__class__ is int:
             t30 = t29 - (1)
             if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
         else:
             t30 = _binop('-', t29, (1), env)
         t31 = call_value(env, F_range.fn, F_range.cost, False, [t30])
-        t28 = loop_items(t31)
+        t28 = t31
+        if t28.__class__ is not list: t28 = loop_items(t28)
         t32 = Env({}, None, t27, env)
         t33 = t32.values
         for t34 in t28:
@@ -1820,316 +1792,288 @@ def e89(env):
             if t36 is None or t36.__class__ is Missing: _need(t36)
             t37 = index_value(t35, t36, 'steps')
             if t35 is None or t35.__class__ is Missing: _need(t35)
-            t39 = t34
-            if t39 is None: t39 = Missing('i')
-            if t39 is None or t39.__class__ is Missing: _need(t39)
-            if t39.__class__ is int and (1).__class__ is int:
-                t40 = t39 + (1)
-                if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            if t36.__class__ is int:
+                t39 = t36 + (1)
+                if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
             else:
-                t40 = _binop('+', t39, (1), t32)
-            if t40 is None or t40.__class__ is Missing: _need(t40)
-            t41 = index_value(t35, t40, 'steps')
-            if t37.__class__ is t41.__class__ and (t37.__class__ is int or t37.__class__ is str):
-                t38 = t37 >= t41
+                t39 = _binop('+', t36, (1), env)
+            t40 = index_value(t35, t39, 'steps')
+            if t37.__class__ is t40.__class__ and (t37.__class__ is int or t37.__class__ is str):
+                t38 = t37 >= t40
             else:
-                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t32, t37, t41)
-                t38 = _compare('>=', t37, t41)
+                if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(env, t37, t40)
+                t38 = _compare('>=', t37, t40)
             t26.append(t38)
             t27.mem -= 1
             if t27.mem < 0: _charge_mem(env, 0)
             if len(t26) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t42 = call_value(env, F_any.fn, F_any.cost, False, [t26])
-        t25 = (t42 if t42.__class__ is bool else _truth(t42))
+        t41 = call_value(env, F_any.fn, F_any.cost, False, [t26])
+        t25 = (t41 if t41.__class__ is bool else _truth(t41))
     else:
         t25 = False
-    if (t25 if t25.__class__ is bool else _truth(t25)):
-        t44 = call_value(env, F_str.fn, F_str.cost, True, [t22])
-        if t44 is None or t44.__class__ is Missing: _need(t44)
-        if ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ').__class__ is int and t44.__class__ is int:
-            t45 = ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ') + t44
-            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
-        else:
-            t45 = _binop('+', ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps '), t44, env)
-        if t45 is None or t45.__class__ is Missing: _need(t45)
-        if t45.__class__ is int and (')').__class__ is int:
-            t46 = t45 + (')')
-            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-        else:
-            t46 = _binop('+', t45, (')'), env)
-        t47 = [(True), ('data.phases'), t46, ('order the [[data.phases]] entries by start_step, each later than the one before')]
-        t48 = [t47]
-        t43 = t48
+    if t25:
+        t43 = call_value(env, F_str.fn, F_str.cost, True, [t22])
+        if t43 is None or t43.__class__ is Missing: _need(t43)
+        t44 = _binop('+', ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps '), t43, env)
+        t45 = _binop('+', t44, (')'), env)
+        t46 = [(True), ('data.phases'), t45, ('order the [[data.phases]] entries by start_step, each later than the one before')]
+        t47 = [t46]
+        t42 = t47
     else:
-        t49 = K11
-        t43 = t49
-    if t43 is None or t43.__class__ is Missing: _need(t43)
-    if t4.__class__ is int and t43.__class__ is int:
-        t50 = t4 + t43
-        if not -MAX_INT <= t50 <= MAX_INT: _check_value(t50)
-    else:
-        t50 = _binop('+', t4, t43, env)
-    if t50 is None or t50.__class__ is Missing: _need(t50)
-    t51 = []
-    t52 = env.budget
-    t54 = env.lookup('config')
-    if t54 is None: t54 = Missing('config')
-    if t54.__class__ is dict and 'data' in t54:
-        t55 = t54['data']
-        if t55 is None: t55 = Missing('config.data')
-    else:
-        t55 = attr_value(t54, 'data', 'config.data')
-    if t55.__class__ is dict and 'phases' in t55:
-        t56 = t55['phases']
-        if t56 is None: t56 = Missing('config.data.phases')
-    else:
-        t56 = attr_value(t55, 'phases', 'config.data.phases')
-    t53 = loop_items(t56)
-    t57 = Env({}, None, t52, env)
-    t58 = t57.values
-    for t59 in t53:
-        t52.left -= 36
-        if t52.left < 0: _charge(env, 0)
-        t58['p'] = t59
-        t57.let_cache = None
-        t60 = t59
-        if t60 is None: t60 = Missing('p')
-        t57.budget.left -= 1
-        if t57.budget.left < 0: _charge(t57, 0)
-        t61 = type_name(t60)
-        t57.budget.mem -= len(t61)
-        if t57.budget.mem < 0: _charge_mem(t57, 0)
-        if t61.__class__ is str:
-            t62 = t61 == ('table')
-        else:
-            t62 = _compare('==', t61, ('table'))
-        if (t62 if t62.__class__ is bool else _truth(t62)):
-            t64 = t59
-            if t64 is None: t64 = Missing('p')
-            if t64.__class__ is dict and 'dataset_weights' in t64:
-                t65 = t64['dataset_weights']
-                if t65 is None: t65 = Missing('p.dataset_weights')
-            else:
-                t65 = attr_value(t64, 'dataset_weights', 'p.dataset_weights')
-            t57.budget.left -= 1
-            if t57.budget.left < 0: _charge(t57, 0)
-            t66 = type_name(t65)
-            t57.budget.mem -= len(t66)
-            if t57.budget.mem < 0: _charge_mem(t57, 0)
-            if t66.__class__ is str:
-                t67 = t66 == ('table')
-            else:
-                t67 = _compare('==', t66, ('table'))
-            t63 = (t67 if t67.__class__ is bool else _truth(t67))
-        else:
-            t63 = False
-        if (t63 if t63.__class__ is bool else _truth(t63)):
-            t69 = []
-            t70 = t57.budget
-            t72 = t59
-            if t72 is None: t72 = Missing('p')
-            if t72.__class__ is dict and 'dataset_weights' in t72:
-                t73 = t72['dataset_weights']
-                if t73 is None: t73 = Missing('p.dataset_weights')
-            else:
-                t73 = attr_value(t72, 'dataset_weights', 'p.dataset_weights')
-            t74 = call_value(t57, F_keys.fn, F_keys.cost, False, [t73])
-            t71 = loop_items(t74)
-            t75 = Env({}, None, t70, t57)
-            t76 = t75.values
-            for t77 in t71:
-                t70.left -= 20
-                if t70.left < 0: _charge(t57, 0)
-                t76['k'] = t77
-                t75.let_cache = None
-                t78 = t59
-                if t78 is None: t78 = Missing('p')
-                if t78.__class__ is dict and 'dataset_weights' in t78:
-                    t79 = t78['dataset_weights']
-                    if t79 is None: t79 = Missing('p.dataset_weights')
-                else:
-                    t79 = attr_value(t78, 'dataset_weights', 'p.dataset_weights')
-                if t79 is None or t79.__class__ is Missing: _need(t79)
-                t80 = t77
-                if t80 is None: t80 = Missing('k')
-                if t80 is None or t80.__class__ is Missing: _need(t80)
-                t81 = index_value(t79, t80, 'p.dataset_weights')
-                t75.budget.left -= 1
-                if t75.budget.left < 0: _charge(t75, 0)
-                t82 = type_name(t81)
-                t75.budget.mem -= len(t82)
-                if t75.budget.mem < 0: _charge_mem(t75, 0)
-                t84 = K12
-                if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(t75, t82, t84)
-                t83 = _compare('in', t82, t84)
-                if (t83 if t83.__class__ is bool else _truth(t83)):
-                    t86 = t59
-                    if t86 is None: t86 = Missing('p')
-                    if t86.__class__ is dict and 'dataset_weights' in t86:
-                        t87 = t86['dataset_weights']
-                        if t87 is None: t87 = Missing('p.dataset_weights')
-                    else:
-                        t87 = attr_value(t86, 'dataset_weights', 'p.dataset_weights')
-                    if t87 is None or t87.__class__ is Missing: _need(t87)
-                    t88 = t77
-                    if t88 is None: t88 = Missing('k')
-                    if t88 is None or t88.__class__ is Missing: _need(t88)
-                    t89 = index_value(t87, t88, 'p.dataset_weights')
-                    if t89.__class__ is int:
-                        t90 = t89 < (0)
-                    else:
-                        t90 = _compare('<', t89, (0))
-                    t85 = (t90 if t90.__class__ is bool else _truth(t90))
-                else:
-                    t85 = False
-                t69.append(t85)
-                t70.mem -= 1
-                if t70.mem < 0: _charge_mem(t57, 0)
-                if len(t69) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t91 = call_value(t57, F_any.fn, F_any.cost, False, [t69])
-            t68 = (t91 if t91.__class__ is bool else _truth(t91))
-        else:
-            t68 = False
-        t51.append(t68)
-        t52.mem -= 1
-        if t52.mem < 0: _charge_mem(env, 0)
-        if len(t51) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t92 = call_value(env, F_any.fn, F_any.cost, False, [t51])
-    if (t92 if t92.__class__ is bool else _truth(t92)):
-        t94 = K13
-        t95 = [t94]
-        t93 = t95
-    else:
-        t96 = K14
-        t93 = t96
-    if t93 is None or t93.__class__ is Missing: _need(t93)
-    if t50.__class__ is int and t93.__class__ is int:
-        t97 = t50 + t93
-        if not -MAX_INT <= t97 <= MAX_INT: _check_value(t97)
-    else:
-        t97 = _binop('+', t50, t93, env)
-    if t97 is None or t97.__class__ is Missing: _need(t97)
-    if t56.__class__ is list or t56.__class__ is str or t56.__class__ is dict:
-        t98 = len(t56)
-        env.budget.left -= t98 if t98 > 1 else 1
+        t48 = K11
+        t42 = t48
+    if t42 is None or t42.__class__ is Missing: _need(t42)
+    if t4.__class__ is int and t42.__class__ is int:
+        t49 = t4 + t42
+        if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
+    elif t4.__class__ is list and t42.__class__ is list and len(t4) + len(t42) <= MAX_LIST:
+        t49 = t4 + t42
+        env.budget.left -= len(t49)
         if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t49)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
-        t98 = call_value(env, F_len.fn, F_len.cost, False, [t56])
-    if t98.__class__ is int:
-        t99 = t98 == (0)
+        t49 = _binop('+', t4, t42, env)
+    t50 = []
+    t51 = env.budget
+    t53 = env.lookup('config')
+    if t53 is None: t53 = Missing('config')
+    if t53.__class__ is dict and 'data' in t53:
+        t54 = t53['data']
+        if t54 is None: t54 = Missing('config.data')
     else:
-        t99 = _compare('==', t98, (0))
-    if (t99 if t99.__class__ is bool else _truth(t99)):
-        if t55.__class__ is dict and 'anneal_start_step' in t55:
-            t101 = t55['anneal_start_step']
-            if t101 is None: t101 = Missing('config.data.anneal_start_step')
-        else:
-            t101 = attr_value(t55, 'anneal_start_step', 'config.data.anneal_start_step')
+        t54 = attr_value(t53, 'data', 'config.data')
+    if t54.__class__ is dict and 'phases' in t54:
+        t55 = t54['phases']
+        if t55 is None: t55 = Missing('config.data.phases')
+    else:
+        t55 = attr_value(t54, 'phases', 'config.data.phases')
+    t52 = t55
+    if t52.__class__ is not list: t52 = loop_items(t52)
+    for t58 in t52:
+        t51.left -= 36
+        if t51.left < 0: _charge(env, 0)
+        t59 = t58
+        if t59 is None: t59 = Missing('p')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t102 = type_name(t101)
-        env.budget.mem -= len(t102)
+        t60 = type_name(t59)
+        env.budget.mem -= len(t60)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t102.__class__ is str:
-            t103 = t102 == ('int')
+        if t60.__class__ is str:
+            t61 = t60 == ('table')
         else:
-            t103 = _compare('==', t102, ('int'))
-        t100 = (t103 if t103.__class__ is bool else _truth(t103))
-    else:
-        t100 = False
-    if (t100 if t100.__class__ is bool else _truth(t100)):
-        if t55.__class__ is dict and 'anneal_start_step' in t55:
-            t105 = t55['anneal_start_step']
-            if t105 is None: t105 = Missing('config.data.anneal_start_step')
-        else:
-            t105 = attr_value(t55, 'anneal_start_step', 'config.data.anneal_start_step')
-        if t105.__class__ is int:
-            t106 = t105 > (0)
-        else:
-            t106 = _compare('>', t105, (0))
-        t104 = (t106 if t106.__class__ is bool else _truth(t106))
-    else:
-        t104 = False
-    if (t104 if t104.__class__ is bool else _truth(t104)):
-        t108 = env.lookup('anneal_negative')
-        if t108 is None: t108 = Missing('anneal_negative')
-        if t108.__class__ is list or t108.__class__ is str or t108.__class__ is dict:
-            t109 = len(t108)
-            env.budget.left -= t109 if t109 > 1 else 1
-            if env.budget.left < 0: _charge(env, 0)
-        else:
-            t109 = call_value(env, F_len.fn, F_len.cost, False, [t108])
-        if t109.__class__ is int:
-            t110 = t109 > (0)
-        else:
-            t110 = _compare('>', t109, (0))
-        t107 = (t110 if t110.__class__ is bool else _truth(t110))
-    else:
-        t107 = False
-    if (t107 if t107.__class__ is bool else _truth(t107)):
-        t112 = env.lookup('chr_q')
-        if t112 is None: t112 = Missing('chr_q')
-        if t112 is None or t112.__class__ is Missing: _need(t112)
-        if ('ValueError: TrainingPhase.dataset_weights[').__class__ is int and t112.__class__ is int:
-            t113 = ('ValueError: TrainingPhase.dataset_weights[') + t112
-            if not -MAX_INT <= t113 <= MAX_INT: _check_value(t113)
-        else:
-            t113 = _binop('+', ('ValueError: TrainingPhase.dataset_weights['), t112, env)
-        if t113 is None or t113.__class__ is Missing: _need(t113)
-        t114 = env.lookup('anneal_negative')
-        if t114 is None: t114 = Missing('anneal_negative')
-        if t114.__class__ is list or t114.__class__ is str or t114.__class__ is dict:
-            t115 = len(t114)
-            env.budget.left -= t115 if t115 > 1 else 1
-            if env.budget.left < 0: _charge(env, 0)
-        else:
-            t115 = call_value(env, F_len.fn, F_len.cost, False, [t114])
-        if t115.__class__ is int:
-            t116 = t115 > (0)
-        else:
-            t116 = _compare('>', t115, (0))
-        if (t116 if t116.__class__ is bool else _truth(t116)):
-            if t114 is None or t114.__class__ is Missing: _need(t114)
-            if t114.__class__ is list and len(t114) > 0:
-                t118 = t114[0]
-                if t118 is None: t118 = Missing('anneal_negative[0]')
+            t61 = _compare('==', t60, ('table'))
+        if t61:
+            if t59.__class__ is dict and 'dataset_weights' in t59:
+                t63 = t59['dataset_weights']
+                if t63 is None: t63 = Missing('p.dataset_weights')
             else:
-                t118 = index_value(t114, (0), 'anneal_negative')
-            t117 = t118
+                t63 = attr_value(t59, 'dataset_weights', 'p.dataset_weights')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t64 = type_name(t63)
+            env.budget.mem -= len(t64)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t64.__class__ is str:
+                t65 = t64 == ('table')
+            else:
+                t65 = _compare('==', t64, ('table'))
+            t62 = t65
         else:
-            t117 = ('')
-        if t117 is None or t117.__class__ is Missing: _need(t117)
-        if t113.__class__ is int and t117.__class__ is int:
-            t119 = t113 + t117
-            if not -MAX_INT <= t119 <= MAX_INT: _check_value(t119)
+            t62 = False
+        if t62:
+            t67 = []
+            t68 = env.budget
+            t70 = call_value(env, F_keys.fn, F_keys.cost, False, [t63])
+            t69 = t70
+            if t69.__class__ is not list: t69 = loop_items(t69)
+            for t73 in t69:
+                t68.left -= 20
+                if t68.left < 0: _charge(env, 0)
+                if t63 is None or t63.__class__ is Missing: _need(t63)
+                t74 = t73
+                if t74 is None: t74 = Missing('k')
+                if t74 is None or t74.__class__ is Missing: _need(t74)
+                t75 = index_value(t63, t74, 'p.dataset_weights')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t76 = type_name(t75)
+                env.budget.mem -= len(t76)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                t78 = K12
+                if t76.__class__ is str or t76.__class__ is int:
+                    env.budget.left -= 2
+                    if env.budget.left < 0: _charge(env, 0)
+                    t77 = t76 in t78
+                else:
+                    if t78.__class__ is list or t78.__class__ is dict or t78.__class__ is str: _charge_operands(env, t76, t78)
+                    t77 = _compare('in', t76, t78)
+                if t77:
+                    if t63 is None or t63.__class__ is Missing: _need(t63)
+                    if t74 is None or t74.__class__ is Missing: _need(t74)
+                    t80 = index_value(t63, t74, 'p.dataset_weights')
+                    if t80.__class__ is int:
+                        t81 = t80 < (0)
+                    else:
+                        t81 = _compare('<', t80, (0))
+                    t79 = t81
+                else:
+                    t79 = False
+                t67.append(t79)
+                t68.mem -= 1
+                if t68.mem < 0: _charge_mem(env, 0)
+                if len(t67) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t82 = call_value(env, F_any.fn, F_any.cost, False, [t67])
+            t66 = (t82 if t82.__class__ is bool else _truth(t82))
         else:
-            t119 = _binop('+', t113, t117, env)
-        if t119 is None or t119.__class__ is Missing: _need(t119)
-        if t112 is None or t112.__class__ is Missing: _need(t112)
-        if t119.__class__ is int and t112.__class__ is int:
-            t120 = t119 + t112
-            if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
-        else:
-            t120 = _binop('+', t119, t112, env)
-        if t120 is None or t120.__class__ is Missing: _need(t120)
-        if t120.__class__ is int and ('] must be non-negative (data.anneal_weights)').__class__ is int:
-            t121 = t120 + ('] must be non-negative (data.anneal_weights)')
-            if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
-        else:
-            t121 = _binop('+', t120, ('] must be non-negative (data.anneal_weights)'), env)
-        t122 = [(True), ('data.anneal_weights'), t121, ('use data.anneal_weights >= 0 (at least one positive)'), ('when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step')]
-        t123 = [t122]
-        t111 = t123
+            t66 = False
+        t50.append(t66)
+        t51.mem -= 1
+        if t51.mem < 0: _charge_mem(env, 0)
+        if len(t50) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t83 = call_value(env, F_any.fn, F_any.cost, False, [t50])
+    if (t83 if t83.__class__ is bool else _truth(t83)):
+        t85 = K13
+        t86 = [t85]
+        t84 = t86
     else:
-        t124 = K15
-        t111 = t124
-    if t111 is None or t111.__class__ is Missing: _need(t111)
-    if t97.__class__ is int and t111.__class__ is int:
-        t125 = t97 + t111
-        if not -MAX_INT <= t125 <= MAX_INT: _check_value(t125)
+        t87 = K14
+        t84 = t87
+    if t84 is None or t84.__class__ is Missing: _need(t84)
+    if t49.__class__ is int and t84.__class__ is int:
+        t88 = t49 + t84
+        if not -MAX_INT <= t88 <= MAX_INT: _check_value(t88)
+    elif t49.__class__ is list and t84.__class__ is list and len(t49) + len(t84) <= MAX_LIST:
+        t88 = t49 + t84
+        env.budget.left -= len(t88)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t88)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
-        t125 = _binop('+', t97, t111, env)
-    return t125
+        t88 = _binop('+', t49, t84, env)
+    if t55.__class__ is list or t55.__class__ is str or t55.__class__ is dict:
+        t89 = len(t55)
+        env.budget.left -= t89 if t89 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t89 = call_value(env, F_len.fn, F_len.cost, False, [t55])
+    if t89.__class__ is int:
+        t90 = t89 == (0)
+    else:
+        t90 = _compare('==', t89, (0))
+    if t90:
+        if t54.__class__ is dict and 'anneal_start_step' in t54:
+            t92 = t54['anneal_start_step']
+            if t92 is None: t92 = Missing('config.data.anneal_start_step')
+        else:
+            t92 = attr_value(t54, 'anneal_start_step', 'config.data.anneal_start_step')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t93 = type_name(t92)
+        env.budget.mem -= len(t93)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        if t93.__class__ is str:
+            t94 = t93 == ('int')
+        else:
+            t94 = _compare('==', t93, ('int'))
+        t91 = t94
+    else:
+        t91 = False
+    if t91:
+        if t92.__class__ is int:
+            t96 = t92 > (0)
+        else:
+            t96 = _compare('>', t92, (0))
+        t95 = t96
+    else:
+        t95 = False
+    if t95:
+        t98 = env.lookup('anneal_negative')
+        if t98 is None: t98 = Missing('anneal_negative')
+        if t98.__class__ is list or t98.__class__ is str or t98.__class__ is dict:
+            t99 = len(t98)
+            env.budget.left -= t99 if t99 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t99 = call_value(env, F_len.fn, F_len.cost, False, [t98])
+        if t99.__class__ is int:
+            t100 = t99 > (0)
+        else:
+            t100 = _compare('>', t99, (0))
+        t97 = t100
+    else:
+        t97 = False
+    if t97:
+        t102 = env.lookup('chr_q')
+        if t102 is None: t102 = Missing('chr_q')
+        if t102 is None or t102.__class__ is Missing: _need(t102)
+        t103 = _binop('+', ('ValueError: TrainingPhase.dataset_weights['), t102, env)
+        if t98.__class__ is list or t98.__class__ is str or t98.__class__ is dict:
+            t104 = len(t98)
+            env.budget.left -= t104 if t104 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t104 = call_value(env, F_len.fn, F_len.cost, False, [t98])
+        if t104.__class__ is int:
+            t105 = t104 > (0)
+        else:
+            t105 = _compare('>', t104, (0))
+        if t105:
+            if t98 is None or t98.__class__ is Missing: _need(t98)
+            if t98.__class__ is list and len(t98) > 0:
+                t107 = t98[0]
+                if t107 is None: t107 = Missing('anneal_negative[0]')
+            else:
+                t107 = index_value(t98, (0), 'anneal_negative')
+            t106 = t107
+        else:
+            t106 = ('')
+        if t106 is None or t106.__class__ is Missing: _need(t106)
+        if t103.__class__ is int and t106.__class__ is int:
+            t108 = t103 + t106
+            if not -MAX_INT <= t108 <= MAX_INT: _check_value(t108)
+        elif t103.__class__ is list and t106.__class__ is list and len(t103) + len(t106) <= MAX_LIST:
+            t108 = t103 + t106
+            env.budget.left -= len(t108)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t108)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+        else:
+            t108 = _binop('+', t103, t106, env)
+        if t102 is None or t102.__class__ is Missing: _need(t102)
+        if t108.__class__ is int and t102.__class__ is int:
+            t109 = t108 + t102
+            if not -MAX_INT <= t109 <= MAX_INT: _check_value(t109)
+        elif t108.__class__ is list and t102.__class__ is list and len(t108) + len(t102) <= MAX_LIST:
+            t109 = t108 + t102
+            env.budget.left -= len(t109)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t109)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+        else:
+            t109 = _binop('+', t108, t102, env)
+        t110 = _binop('+', t109, ('] must be non-negative (data.anneal_weights)'), env)
+        t111 = [(True), ('data.anneal_weights'), t110, ('use data.anneal_weights >= 0 (at least one positive)'), ('when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step')]
+        t112 = [t111]
+        t101 = t112
+    else:
+        t113 = K15
+        t101 = t113
+    if t101 is None or t101.__class__ is Missing: _need(t101)
+    if t88.__class__ is int and t101.__class__ is int:
+        t114 = t88 + t101
+        if not -MAX_INT <= t114 <= MAX_INT: _check_value(t114)
+    elif t88.__class__ is list and t101.__class__ is list and len(t88) + len(t101) <= MAX_LIST:
+        t114 = t88 + t101
+        env.budget.left -= len(t114)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t114)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+    else:
+        t114 = _binop('+', t88, t101, env)
+    return t114
 
 def e90(env):
     t1 = []
@@ -2146,59 +2090,50 @@ def e90(env):
         if t6 is None: t6 = Missing('config.data.datasets')
     else:
         t6 = attr_value(t5, 'datasets', 'config.data.datasets')
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 19
         if t2.left < 0: _charge(env, 0)
-        t8['s'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('s')
-        t7.budget.left -= 1
-        if t7.budget.left < 0: _charge(t7, 0)
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
         t11 = type_name(t10)
-        t7.budget.mem -= len(t11)
-        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        env.budget.mem -= len(t11)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         if t11.__class__ is str:
             t12 = t11 == ('table')
         else:
             t12 = _compare('==', t11, ('table'))
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t9
-            if t14 is None: t14 = Missing('s')
-            if t14.__class__ is dict and 'path' in t14:
-                t15 = t14['path']
-                if t15 is None: t15 = Missing('s.path')
+        if t12:
+            if t10.__class__ is dict and 'path' in t10:
+                t14 = t10['path']
+                if t14 is None: t14 = Missing('s.path')
             else:
-                t15 = attr_value(t14, 'path', 's.path')
-            if t15.__class__ is str:
-                t16 = t15 == ('')
+                t14 = attr_value(t10, 'path', 's.path')
+            if t14.__class__ is str:
+                t15 = t14 == ('')
             else:
-                t16 = _compare('==', t15, (''))
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = _compare('==', t14, (''))
+            t13 = t15
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = t9
-            if t18 is None: t18 = Missing('s')
-            if t18.__class__ is dict and 'hf_name' in t18:
-                t19 = t18['hf_name']
-                if t19 is None: t19 = Missing('s.hf_name')
+        if t13:
+            if t10.__class__ is dict and 'hf_name' in t10:
+                t17 = t10['hf_name']
+                if t17 is None: t17 = Missing('s.hf_name')
             else:
-                t19 = attr_value(t18, 'hf_name', 's.hf_name')
-            if t19.__class__ is str:
-                t20 = t19 == ('')
+                t17 = attr_value(t10, 'hf_name', 's.hf_name')
+            if t17.__class__ is str:
+                t18 = t17 == ('')
             else:
-                t20 = _compare('==', t19, (''))
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                t18 = _compare('==', t17, (''))
+            t16 = t18
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t21 = t9
-            if t21 is None: t21 = Missing('s')
-            t1.append(t21)
+            t16 = False
+        if t16:
+            t1.append(t10)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2219,54 +2154,42 @@ def e91(env):
         if t6 is None: t6 = Missing('config.data.phases')
     else:
         t6 = attr_value(t5, 'phases', 'config.data.phases')
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 16
         if t2.left < 0: _charge(env, 0)
-        t8['p'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('p')
-        t7.budget.left -= 1
-        if t7.budget.left < 0: _charge(t7, 0)
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
         t11 = type_name(t10)
-        t7.budget.mem -= len(t11)
-        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        env.budget.mem -= len(t11)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         if t11.__class__ is str:
             t12 = t11 == ('table')
         else:
             t12 = _compare('==', t11, ('table'))
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t9
-            if t14 is None: t14 = Missing('p')
-            if t14.__class__ is dict and 'start_step' in t14:
-                t15 = t14['start_step']
-                if t15 is None: t15 = Missing('p.start_step')
+        if t12:
+            if t10.__class__ is dict and 'start_step' in t10:
+                t14 = t10['start_step']
+                if t14 is None: t14 = Missing('p.start_step')
             else:
-                t15 = attr_value(t14, 'start_step', 'p.start_step')
-            t7.budget.left -= 1
-            if t7.budget.left < 0: _charge(t7, 0)
-            t16 = type_name(t15)
-            t7.budget.mem -= len(t16)
-            if t7.budget.mem < 0: _charge_mem(t7, 0)
-            if t16.__class__ is str:
-                t17 = t16 == ('int')
+                t14 = attr_value(t10, 'start_step', 'p.start_step')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t15 = type_name(t14)
+            env.budget.mem -= len(t15)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t15.__class__ is str:
+                t16 = t15 == ('int')
             else:
-                t17 = _compare('==', t16, ('int'))
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, ('int'))
+            t13 = t16
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = t9
-            if t18 is None: t18 = Missing('p')
-            if t18.__class__ is dict and 'start_step' in t18:
-                t19 = t18['start_step']
-                if t19 is None: t19 = Missing('p.start_step')
-            else:
-                t19 = attr_value(t18, 'start_step', 'p.start_step')
-            t1.append(t19)
+        if t13:
+            t1.append(t14)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2294,11 +2217,12 @@ def e92(env):
         t5 = t4 == ('table')
     else:
         t5 = _compare('==', t4, ('table'))
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         t7 = []
         t8 = env.budget
         t10 = call_value(env, F_keys.fn, F_keys.cost, False, [t3])
-        t9 = loop_items(t10)
+        t9 = t10
+        if t9.__class__ is not list: t9 = loop_items(t9)
         t11 = Env({}, None, t8, env)
         t12 = t11.values
         for t13 in t9:
@@ -2323,38 +2247,39 @@ def e92(env):
             if t17 is None: t17 = Missing('k')
             if t17 is None or t17.__class__ is Missing: _need(t17)
             t18 = index_value(t16, t17, 'config.data.anneal_weights')
-            t11.budget.left -= 1
-            if t11.budget.left < 0: _charge(t11, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t19 = type_name(t18)
-            t11.budget.mem -= len(t19)
-            if t11.budget.mem < 0: _charge_mem(t11, 0)
+            env.budget.mem -= len(t19)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t21 = K16
-            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t19, t21)
-            t20 = _compare('in', t19, t21)
-            if (t20 if t20.__class__ is bool else _truth(t20)):
+            if t19.__class__ is str or t19.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t20 = t19 in t21
+            else:
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
+                t20 = _compare('in', t19, t21)
+            if t20:
                 if t16 is None or t16.__class__ is Missing: _need(t16)
-                t23 = t13
-                if t23 is None: t23 = Missing('k')
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                t24 = index_value(t16, t23, 'config.data.anneal_weights')
-                if t24.__class__ is int:
-                    t25 = t24 < (0)
+                if t17 is None or t17.__class__ is Missing: _need(t17)
+                t23 = index_value(t16, t17, 'config.data.anneal_weights')
+                if t23.__class__ is int:
+                    t24 = t23 < (0)
                 else:
-                    t25 = _compare('<', t24, (0))
-                t22 = (t25 if t25.__class__ is bool else _truth(t25))
+                    t24 = _compare('<', t23, (0))
+                t22 = t24
             else:
                 t22 = False
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t26 = t13
-                if t26 is None: t26 = Missing('k')
-                t7.append(t26)
+            if t22:
+                t7.append(t17)
                 t8.mem -= 1
                 if t8.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t27 = K17
-        t6 = t27
+        t25 = K17
+        t6 = t25
     return t6
 
 def e93(env):
@@ -2365,7 +2290,7 @@ def e93(env):
         t3 = t2 > (4)
     else:
         t3 = _compare('>', t2, (4))
-    if _truth(t3):
+    if t3:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t5 = index_value(t1, (4), 'item')
         t4 = t5
@@ -2382,9 +2307,14 @@ def e94(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K18
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'vlm' in t6:
@@ -2393,14 +2323,14 @@ def e94(env):
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t7 is None or t7.__class__ is Missing: _need(t7)
             t10 = index_value(t7, ('class'), 'config.vlm')
             if t10.__class__ is str:
                 t11 = t10 == ('MoMaConfig')
             else:
                 t11 = _compare('==', t10, ('MoMaConfig'))
-            if not (t11 if t11.__class__ is bool else _truth(t11)):
+            if not t11:
                 if t7.__class__ is dict and 'freeze_schedule' in t7:
                     t13 = t7['freeze_schedule']
                     if t13 is None: t13 = Missing('config.vlm.freeze_schedule')
@@ -2415,7 +2345,7 @@ def e94(env):
                     t15 = t14 == ('list')
                 else:
                     t15 = _compare('==', t14, ('list'))
-                if (t15 if t15.__class__ is bool else _truth(t15)):
+                if t15:
                     if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
                         t17 = len(t13)
                         env.budget.left -= t17 if t17 > 1 else 1
@@ -2426,16 +2356,16 @@ def e94(env):
                         t18 = t17 > (1)
                     else:
                         t18 = _compare('>', t17, (1))
-                    t16 = (t18 if t18.__class__ is bool else _truth(t18))
+                    t16 = t18
                 else:
                     t16 = False
-                t12 = (t16 if t16.__class__ is bool else _truth(t16))
+                t12 = t16
             else:
                 t12 = True
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t9 = t12
         else:
             t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -2449,7 +2379,7 @@ def e95(env):
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('steps')
         if t5 is None: t5 = Missing('steps')
         if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
@@ -2462,7 +2392,7 @@ def e95(env):
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = []
             t10 = env.budget
             if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
@@ -2471,14 +2401,14 @@ def e95(env):
                 if env.budget.left < 0: _charge(env, 0)
             else:
                 t12 = call_value(env, F_len.fn, F_len.cost, False, [t5])
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            if t12.__class__ is int and (1).__class__ is int:
+            if t12.__class__ is int:
                 t13 = t12 - (1)
                 if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
             else:
                 t13 = _binop('-', t12, (1), env)
             t14 = call_value(env, F_range.fn, F_range.cost, False, [t13])
-            t11 = loop_items(t14)
+            t11 = t14
+            if t11.__class__ is not list: t11 = loop_items(t11)
             t15 = Env({}, None, t10, env)
             t16 = t15.values
             for t17 in t11:
@@ -2494,460 +2424,454 @@ def e95(env):
                 if t19 is None or t19.__class__ is Missing: _need(t19)
                 t20 = index_value(t18, t19, 'steps')
                 if t18 is None or t18.__class__ is Missing: _need(t18)
-                t22 = t17
-                if t22 is None: t22 = Missing('i')
-                if t22 is None or t22.__class__ is Missing: _need(t22)
-                if t22.__class__ is int and (1).__class__ is int:
-                    t23 = t22 + (1)
-                    if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                if t19.__class__ is int:
+                    t22 = t19 + (1)
+                    if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
                 else:
-                    t23 = _binop('+', t22, (1), t15)
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                t24 = index_value(t18, t23, 'steps')
-                if t20.__class__ is t24.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                    t21 = t20 >= t24
+                    t22 = _binop('+', t19, (1), env)
+                t23 = index_value(t18, t22, 'steps')
+                if t20.__class__ is t23.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                    t21 = t20 >= t23
                 else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t15, t20, t24)
-                    t21 = _compare('>=', t20, t24)
+                    if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t20, t23)
+                    t21 = _compare('>=', t20, t23)
                 t9.append(t21)
                 t10.mem -= 1
                 if t10.mem < 0: _charge_mem(env, 0)
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t25 = call_value(env, F_any.fn, F_any.cost, False, [t9])
-            t8 = (t25 if t25.__class__ is bool else _truth(t25))
+            t24 = call_value(env, F_any.fn, F_any.cost, False, [t9])
+            t8 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t27 = []
-            t28 = env.budget
-            t29 = loop_items(t5)
-            t30 = Env({}, None, t28, env)
-            t31 = t30.values
-            for t32 in t29:
-                t28.left -= 4
-                if t28.left < 0: _charge(env, 0)
-                t31['s'] = t32
-                t30.let_cache = None
-                t33 = t32
-                if t33 is None: t33 = Missing('s')
-                t34 = call_value(t30, F_str.fn, F_str.cost, True, [t33])
-                t27.append(t34)
-                t28.mem -= 1
-                if t28.mem < 0: _charge_mem(env, 0)
-                if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t35 = call_value(env, F_join.fn, F_join.cost, False, [t27])
-            if t35 is None or t35.__class__ is Missing: _need(t35)
-            if ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [').__class__ is int and t35.__class__ is int:
-                t36 = ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [') + t35
-                if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
-            else:
-                t36 = _binop('+', ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps ['), t35, env)
-            if t36 is None or t36.__class__ is Missing: _need(t36)
-            if t36.__class__ is int and ('])').__class__ is int:
-                t37 = t36 + ('])')
-                if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
-            else:
-                t37 = _binop('+', t36, ('])'), env)
-            t38 = [(True), ('vlm.freeze_schedule|vlm'), t37, ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')]
-            t39 = [t38]
-            t26 = t39
+        if t8:
+            t26 = []
+            t27 = env.budget
+            t28 = t5
+            if t28.__class__ is not list: t28 = loop_items(t28)
+            for t31 in t28:
+                t27.left -= 4
+                if t27.left < 0: _charge(env, 0)
+                t32 = t31
+                if t32 is None: t32 = Missing('s')
+                t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
+                t26.append(t33)
+                t27.mem -= 1
+                if t27.mem < 0: _charge_mem(env, 0)
+                if len(t26) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t34 = call_value(env, F_join.fn, F_join.cost, False, [t26])
+            if t34 is None or t34.__class__ is Missing: _need(t34)
+            t35 = _binop('+', ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps ['), t34, env)
+            t36 = _binop('+', t35, ('])'), env)
+            t37 = [(True), ('vlm.freeze_schedule|vlm'), t36, ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')]
+            t38 = [t37]
+            t25 = t38
         else:
-            t40 = K19
-            t26 = t40
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        t41 = env.lookup('missing')
-        if t41 is None: t41 = Missing('missing')
-        if t41.__class__ is list or t41.__class__ is str or t41.__class__ is dict:
-            t42 = len(t41)
-            env.budget.left -= t42 if t42 > 1 else 1
+            t39 = K19
+            t25 = t39
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t40 = env.lookup('missing')
+        if t40 is None: t40 = Missing('missing')
+        if t40.__class__ is list or t40.__class__ is str or t40.__class__ is dict:
+            t41 = len(t40)
+            env.budget.left -= t41 if t41 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t42 = call_value(env, F_len.fn, F_len.cost, False, [t41])
-        if t42.__class__ is int:
-            t43 = t42 > (0)
+            t41 = call_value(env, F_len.fn, F_len.cost, False, [t40])
+        if t41.__class__ is int:
+            t42 = t41 > (0)
         else:
-            t43 = _compare('>', t42, (0))
-        if (t43 if t43.__class__ is bool else _truth(t43)):
-            t45 = []
-            t46 = env.budget
-            t47 = loop_items(t41)
-            t48 = Env({}, None, t46, env)
-            t49 = t48.values
-            for t50 in t47:
-                t46.left -= 7
-                if t46.left < 0: _charge(env, 0)
-                t49['m'] = t50
-                t48.let_cache = None
-                t51 = t48.lookup('q')
-                if t51 is None: t51 = Missing('q')
+            t42 = _compare('>', t41, (0))
+        if t42:
+            t44 = []
+            t45 = env.budget
+            t46 = t40
+            if t46.__class__ is not list: t46 = loop_items(t46)
+            t47 = Env({}, None, t45, env)
+            t48 = t47.values
+            for t49 in t46:
+                t45.left -= 7
+                if t45.left < 0: _charge(env, 0)
+                t48['m'] = t49
+                t47.let_cache = None
+                t50 = t47.lookup('q')
+                if t50 is None: t50 = Missing('q')
+                if t50 is None or t50.__class__ is Missing: _need(t50)
+                t51 = t49
+                if t51 is None: t51 = Missing('m')
                 if t51 is None or t51.__class__ is Missing: _need(t51)
-                t52 = t50
-                if t52 is None: t52 = Missing('m')
-                if t52 is None or t52.__class__ is Missing: _need(t52)
-                if t51.__class__ is int and t52.__class__ is int:
-                    t53 = t51 + t52
+                if t50.__class__ is int and t51.__class__ is int:
+                    t52 = t50 + t51
+                    if not -MAX_INT <= t52 <= MAX_INT: _check_value(t52)
+                elif t50.__class__ is list and t51.__class__ is list and len(t50) + len(t51) <= MAX_LIST:
+                    t52 = t50 + t51
+                    env.budget.left -= len(t52)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t52)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
+                else:
+                    t52 = _binop('+', t50, t51, env)
+                if t50 is None or t50.__class__ is Missing: _need(t50)
+                if t52.__class__ is int and t50.__class__ is int:
+                    t53 = t52 + t50
                     if not -MAX_INT <= t53 <= MAX_INT: _check_value(t53)
+                elif t52.__class__ is list and t50.__class__ is list and len(t52) + len(t50) <= MAX_LIST:
+                    t53 = t52 + t50
+                    env.budget.left -= len(t53)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t53)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
                 else:
-                    t53 = _binop('+', t51, t52, t48)
-                if t53 is None or t53.__class__ is Missing: _need(t53)
-                if t51 is None or t51.__class__ is Missing: _need(t51)
-                if t53.__class__ is int and t51.__class__ is int:
-                    t54 = t53 + t51
-                    if not -MAX_INT <= t54 <= MAX_INT: _check_value(t54)
-                else:
-                    t54 = _binop('+', t53, t51, t48)
-                t45.append(t54)
-                t46.mem -= 1
-                if t46.mem < 0: _charge_mem(env, 0)
-                if len(t45) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t55 = call_value(env, F_join.fn, F_join.cost, False, [t45])
-            if t55 is None or t55.__class__ is Missing: _need(t55)
-            if ('ValueError: vlm.moma_experts_per_modality missing entries for [').__class__ is int and t55.__class__ is int:
-                t56 = ('ValueError: vlm.moma_experts_per_modality missing entries for [') + t55
-                if not -MAX_INT <= t56 <= MAX_INT: _check_value(t56)
-            else:
-                t56 = _binop('+', ('ValueError: vlm.moma_experts_per_modality missing entries for ['), t55, env)
-            if t56 is None or t56.__class__ is Missing: _need(t56)
-            if t56.__class__ is int and ('] (need keys for all moma_modalities ').__class__ is int:
-                t57 = t56 + ('] (need keys for all moma_modalities ')
-                if not -MAX_INT <= t57 <= MAX_INT: _check_value(t57)
-            else:
-                t57 = _binop('+', t56, ('] (need keys for all moma_modalities '), env)
+                    t53 = _binop('+', t52, t50, env)
+                t44.append(t53)
+                t45.mem -= 1
+                if t45.mem < 0: _charge_mem(env, 0)
+                if len(t44) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t54 = call_value(env, F_join.fn, F_join.cost, False, [t44])
+            if t54 is None or t54.__class__ is Missing: _need(t54)
+            t55 = _binop('+', ('ValueError: vlm.moma_experts_per_modality missing entries for ['), t54, env)
+            t56 = _binop('+', t55, ('] (need keys for all moma_modalities '), env)
+            t57 = env.lookup('listed')
+            if t57 is None: t57 = Missing('listed')
             if t57 is None or t57.__class__ is Missing: _need(t57)
-            t58 = env.lookup('listed')
-            if t58 is None: t58 = Missing('listed')
-            if t58 is None or t58.__class__ is Missing: _need(t58)
-            if t57.__class__ is int and t58.__class__ is int:
-                t59 = t57 + t58
-                if not -MAX_INT <= t59 <= MAX_INT: _check_value(t59)
+            if t56.__class__ is int and t57.__class__ is int:
+                t58 = t56 + t57
+                if not -MAX_INT <= t58 <= MAX_INT: _check_value(t58)
+            elif t56.__class__ is list and t57.__class__ is list and len(t56) + len(t57) <= MAX_LIST:
+                t58 = t56 + t57
+                env.budget.left -= len(t58)
+                if env.budget.left < 0: _charge(env, 0)
+                env.budget.mem -= len(t58)
+                if env.budget.mem < 0: _charge_mem(env, 0)
             else:
-                t59 = _binop('+', t57, t58, env)
-            if t59 is None or t59.__class__ is Missing: _need(t59)
-            if t59.__class__ is int and (')').__class__ is int:
-                t60 = t59 + (')')
-                if not -MAX_INT <= t60 <= MAX_INT: _check_value(t60)
-            else:
-                t60 = _binop('+', t59, (')'), env)
-            t61 = call_value(env, F_join.fn, F_join.cost, False, [t41])
-            if t61 is None or t61.__class__ is Missing: _need(t61)
-            if ('add an expert count for ').__class__ is int and t61.__class__ is int:
-                t62 = ('add an expert count for ') + t61
-                if not -MAX_INT <= t62 <= MAX_INT: _check_value(t62)
-            else:
-                t62 = _binop('+', ('add an expert count for '), t61, env)
-            if t62 is None or t62.__class__ is Missing: _need(t62)
-            if t62.__class__ is int and (' to [vlm.moma_experts_per_modality]').__class__ is int:
-                t63 = t62 + (' to [vlm.moma_experts_per_modality]')
-                if not -MAX_INT <= t63 <= MAX_INT: _check_value(t63)
-            else:
-                t63 = _binop('+', t62, (' to [vlm.moma_experts_per_modality]'), env)
-            t64 = [(True), ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm'), t60, t63]
-            t65 = [t64]
-            t44 = t65
+                t58 = _binop('+', t56, t57, env)
+            t59 = _binop('+', t58, (')'), env)
+            t60 = call_value(env, F_join.fn, F_join.cost, False, [t40])
+            if t60 is None or t60.__class__ is Missing: _need(t60)
+            t61 = _binop('+', ('add an expert count for '), t60, env)
+            t62 = _binop('+', t61, (' to [vlm.moma_experts_per_modality]'), env)
+            t63 = [(True), ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm'), t59, t62]
+            t64 = [t63]
+            t43 = t64
         else:
-            t66 = K20
-            t44 = t66
-        if t44 is None or t44.__class__ is Missing: _need(t44)
-        if t26.__class__ is int and t44.__class__ is int:
-            t67 = t26 + t44
-            if not -MAX_INT <= t67 <= MAX_INT: _check_value(t67)
+            t65 = K20
+            t43 = t65
+        if t43 is None or t43.__class__ is Missing: _need(t43)
+        if t25.__class__ is int and t43.__class__ is int:
+            t66 = t25 + t43
+            if not -MAX_INT <= t66 <= MAX_INT: _check_value(t66)
+        elif t25.__class__ is list and t43.__class__ is list and len(t25) + len(t43) <= MAX_LIST:
+            t66 = t25 + t43
+            env.budget.left -= len(t66)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t66)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t67 = _binop('+', t26, t44, env)
-        if t67 is None or t67.__class__ is Missing: _need(t67)
-        t68 = env.lookup('extra')
-        if t68 is None: t68 = Missing('extra')
-        if t68.__class__ is list or t68.__class__ is str or t68.__class__ is dict:
-            t69 = len(t68)
-            env.budget.left -= t69 if t69 > 1 else 1
+            t66 = _binop('+', t25, t43, env)
+        t67 = env.lookup('extra')
+        if t67 is None: t67 = Missing('extra')
+        if t67.__class__ is list or t67.__class__ is str or t67.__class__ is dict:
+            t68 = len(t67)
+            env.budget.left -= t68 if t68 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t69 = call_value(env, F_len.fn, F_len.cost, False, [t68])
-        if t69.__class__ is int:
-            t70 = t69 > (0)
+            t68 = call_value(env, F_len.fn, F_len.cost, False, [t67])
+        if t68.__class__ is int:
+            t69 = t68 > (0)
         else:
-            t70 = _compare('>', t69, (0))
-        if (t70 if t70.__class__ is bool else _truth(t70)):
-            t72 = []
-            t73 = env.budget
-            t74 = loop_items(t68)
-            t75 = Env({}, None, t73, env)
-            t76 = t75.values
-            for t77 in t74:
-                t73.left -= 7
-                if t73.left < 0: _charge(env, 0)
-                t76['k'] = t77
-                t75.let_cache = None
-                t78 = t75.lookup('q')
-                if t78 is None: t78 = Missing('q')
+            t69 = _compare('>', t68, (0))
+        if t69:
+            t71 = []
+            t72 = env.budget
+            t73 = t67
+            if t73.__class__ is not list: t73 = loop_items(t73)
+            t74 = Env({}, None, t72, env)
+            t75 = t74.values
+            for t76 in t73:
+                t72.left -= 7
+                if t72.left < 0: _charge(env, 0)
+                t75['k'] = t76
+                t74.let_cache = None
+                t77 = t74.lookup('q')
+                if t77 is None: t77 = Missing('q')
+                if t77 is None or t77.__class__ is Missing: _need(t77)
+                t78 = t76
+                if t78 is None: t78 = Missing('k')
                 if t78 is None or t78.__class__ is Missing: _need(t78)
-                t79 = t77
-                if t79 is None: t79 = Missing('k')
-                if t79 is None or t79.__class__ is Missing: _need(t79)
-                if t78.__class__ is int and t79.__class__ is int:
-                    t80 = t78 + t79
+                if t77.__class__ is int and t78.__class__ is int:
+                    t79 = t77 + t78
+                    if not -MAX_INT <= t79 <= MAX_INT: _check_value(t79)
+                elif t77.__class__ is list and t78.__class__ is list and len(t77) + len(t78) <= MAX_LIST:
+                    t79 = t77 + t78
+                    env.budget.left -= len(t79)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t79)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
+                else:
+                    t79 = _binop('+', t77, t78, env)
+                if t77 is None or t77.__class__ is Missing: _need(t77)
+                if t79.__class__ is int and t77.__class__ is int:
+                    t80 = t79 + t77
                     if not -MAX_INT <= t80 <= MAX_INT: _check_value(t80)
+                elif t79.__class__ is list and t77.__class__ is list and len(t79) + len(t77) <= MAX_LIST:
+                    t80 = t79 + t77
+                    env.budget.left -= len(t80)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t80)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
                 else:
-                    t80 = _binop('+', t78, t79, t75)
-                if t80 is None or t80.__class__ is Missing: _need(t80)
-                if t78 is None or t78.__class__ is Missing: _need(t78)
-                if t80.__class__ is int and t78.__class__ is int:
-                    t81 = t80 + t78
-                    if not -MAX_INT <= t81 <= MAX_INT: _check_value(t81)
-                else:
-                    t81 = _binop('+', t80, t78, t75)
-                t72.append(t81)
-                t73.mem -= 1
-                if t73.mem < 0: _charge_mem(env, 0)
-                if len(t72) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t82 = call_value(env, F_join.fn, F_join.cost, False, [t72])
-            if t82 is None or t82.__class__ is Missing: _need(t82)
-            if ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [').__class__ is int and t82.__class__ is int:
-                t83 = ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [') + t82
-                if not -MAX_INT <= t83 <= MAX_INT: _check_value(t83)
-            else:
-                t83 = _binop('+', ('ValueError: vlm.moma_experts_per_modality has unknown modality keys ['), t82, env)
-            if t83 is None or t83.__class__ is Missing: _need(t83)
-            if t83.__class__ is int and ('] (allowed: [').__class__ is int:
-                t84 = t83 + ('] (allowed: [')
-                if not -MAX_INT <= t84 <= MAX_INT: _check_value(t84)
-            else:
-                t84 = _binop('+', t83, ('] (allowed: ['), env)
-            if t84 is None or t84.__class__ is Missing: _need(t84)
-            t85 = []
-            t86 = env.budget
-            t88 = env.lookup('mods')
-            if t88 is None: t88 = Missing('mods')
-            t89 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t88])
-            t87 = loop_items(t89)
-            t90 = Env({}, None, t86, env)
-            t91 = t90.values
-            for t92 in t87:
-                t86.left -= 8
-                if t86.left < 0: _charge(env, 0)
-                t91['m'] = t92
-                t90.let_cache = None
-                t93 = t90.lookup('q')
-                if t93 is None: t93 = Missing('q')
+                    t80 = _binop('+', t79, t77, env)
+                t71.append(t80)
+                t72.mem -= 1
+                if t72.mem < 0: _charge_mem(env, 0)
+                if len(t71) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t81 = call_value(env, F_join.fn, F_join.cost, False, [t71])
+            if t81 is None or t81.__class__ is Missing: _need(t81)
+            t82 = _binop('+', ('ValueError: vlm.moma_experts_per_modality has unknown modality keys ['), t81, env)
+            t83 = _binop('+', t82, ('] (allowed: ['), env)
+            t84 = []
+            t85 = env.budget
+            t87 = env.lookup('mods')
+            if t87 is None: t87 = Missing('mods')
+            t88 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t87])
+            t86 = t88
+            if t86.__class__ is not list: t86 = loop_items(t86)
+            t89 = Env({}, None, t85, env)
+            t90 = t89.values
+            for t91 in t86:
+                t85.left -= 8
+                if t85.left < 0: _charge(env, 0)
+                t90['m'] = t91
+                t89.let_cache = None
+                t92 = t89.lookup('q')
+                if t92 is None: t92 = Missing('q')
+                if t92 is None or t92.__class__ is Missing: _need(t92)
+                t93 = t91
+                if t93 is None: t93 = Missing('m')
                 if t93 is None or t93.__class__ is Missing: _need(t93)
-                t94 = t92
-                if t94 is None: t94 = Missing('m')
-                if t94 is None or t94.__class__ is Missing: _need(t94)
-                if t93.__class__ is int and t94.__class__ is int:
-                    t95 = t93 + t94
+                if t92.__class__ is int and t93.__class__ is int:
+                    t94 = t92 + t93
+                    if not -MAX_INT <= t94 <= MAX_INT: _check_value(t94)
+                elif t92.__class__ is list and t93.__class__ is list and len(t92) + len(t93) <= MAX_LIST:
+                    t94 = t92 + t93
+                    env.budget.left -= len(t94)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t94)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
+                else:
+                    t94 = _binop('+', t92, t93, env)
+                if t92 is None or t92.__class__ is Missing: _need(t92)
+                if t94.__class__ is int and t92.__class__ is int:
+                    t95 = t94 + t92
                     if not -MAX_INT <= t95 <= MAX_INT: _check_value(t95)
+                elif t94.__class__ is list and t92.__class__ is list and len(t94) + len(t92) <= MAX_LIST:
+                    t95 = t94 + t92
+                    env.budget.left -= len(t95)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t95)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
                 else:
-                    t95 = _binop('+', t93, t94, t90)
-                if t95 is None or t95.__class__ is Missing: _need(t95)
-                if t93 is None or t93.__class__ is Missing: _need(t93)
-                if t95.__class__ is int and t93.__class__ is int:
-                    t96 = t95 + t93
-                    if not -MAX_INT <= t96 <= MAX_INT: _check_value(t96)
-                else:
-                    t96 = _binop('+', t95, t93, t90)
-                t85.append(t96)
-                t86.mem -= 1
-                if t86.mem < 0: _charge_mem(env, 0)
-                if len(t85) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t97 = call_value(env, F_join.fn, F_join.cost, False, [t85])
-            if t97 is None or t97.__class__ is Missing: _need(t97)
-            if t84.__class__ is int and t97.__class__ is int:
-                t98 = t84 + t97
-                if not -MAX_INT <= t98 <= MAX_INT: _check_value(t98)
+                    t95 = _binop('+', t94, t92, env)
+                t84.append(t95)
+                t85.mem -= 1
+                if t85.mem < 0: _charge_mem(env, 0)
+                if len(t84) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t96 = call_value(env, F_join.fn, F_join.cost, False, [t84])
+            if t96 is None or t96.__class__ is Missing: _need(t96)
+            if t83.__class__ is int and t96.__class__ is int:
+                t97 = t83 + t96
+                if not -MAX_INT <= t97 <= MAX_INT: _check_value(t97)
+            elif t83.__class__ is list and t96.__class__ is list and len(t83) + len(t96) <= MAX_LIST:
+                t97 = t83 + t96
+                env.budget.left -= len(t97)
+                if env.budget.left < 0: _charge(env, 0)
+                env.budget.mem -= len(t97)
+                if env.budget.mem < 0: _charge_mem(env, 0)
             else:
-                t98 = _binop('+', t84, t97, env)
-            if t98 is None or t98.__class__ is Missing: _need(t98)
-            if t98.__class__ is int and ('])').__class__ is int:
-                t99 = t98 + ('])')
-                if not -MAX_INT <= t99 <= MAX_INT: _check_value(t99)
-            else:
-                t99 = _binop('+', t98, ('])'), env)
-            t100 = call_value(env, F_join.fn, F_join.cost, False, [t68])
-            if t100 is None or t100.__class__ is Missing: _need(t100)
-            if ('remove ').__class__ is int and t100.__class__ is int:
-                t101 = ('remove ') + t100
-                if not -MAX_INT <= t101 <= MAX_INT: _check_value(t101)
-            else:
-                t101 = _binop('+', ('remove '), t100, env)
-            if t101 is None or t101.__class__ is Missing: _need(t101)
-            if t101.__class__ is int and (' from [vlm.moma_experts_per_modality], or add ').__class__ is int:
-                t102 = t101 + (' from [vlm.moma_experts_per_modality], or add ')
-                if not -MAX_INT <= t102 <= MAX_INT: _check_value(t102)
-            else:
-                t102 = _binop('+', t101, (' from [vlm.moma_experts_per_modality], or add '), env)
-            if t102 is None or t102.__class__ is Missing: _need(t102)
-            if t68.__class__ is list or t68.__class__ is str or t68.__class__ is dict:
-                t103 = len(t68)
-                env.budget.left -= t103 if t103 > 1 else 1
+                t97 = _binop('+', t83, t96, env)
+            t98 = _binop('+', t97, ('])'), env)
+            t99 = call_value(env, F_join.fn, F_join.cost, False, [t67])
+            if t99 is None or t99.__class__ is Missing: _need(t99)
+            t100 = _binop('+', ('remove '), t99, env)
+            t101 = _binop('+', t100, (' from [vlm.moma_experts_per_modality], or add '), env)
+            if t67.__class__ is list or t67.__class__ is str or t67.__class__ is dict:
+                t102 = len(t67)
+                env.budget.left -= t102 if t102 > 1 else 1
                 if env.budget.left < 0: _charge(env, 0)
             else:
-                t103 = call_value(env, F_len.fn, F_len.cost, False, [t68])
-            if t103.__class__ is int:
-                t104 = t103 == (1)
+                t102 = call_value(env, F_len.fn, F_len.cost, False, [t67])
+            if t102.__class__ is int:
+                t103 = t102 == (1)
             else:
-                t104 = _compare('==', t103, (1))
-            if (t104 if t104.__class__ is bool else _truth(t104)):
-                t105 = ('it')
+                t103 = _compare('==', t102, (1))
+            if t103:
+                t104 = ('it')
             else:
-                t105 = ('them')
-            if t105 is None or t105.__class__ is Missing: _need(t105)
-            if t102.__class__ is int and t105.__class__ is int:
-                t106 = t102 + t105
-                if not -MAX_INT <= t106 <= MAX_INT: _check_value(t106)
+                t104 = ('them')
+            if t104 is None or t104.__class__ is Missing: _need(t104)
+            if t101.__class__ is int and t104.__class__ is int:
+                t105 = t101 + t104
+                if not -MAX_INT <= t105 <= MAX_INT: _check_value(t105)
+            elif t101.__class__ is list and t104.__class__ is list and len(t101) + len(t104) <= MAX_LIST:
+                t105 = t101 + t104
+                env.budget.left -= len(t105)
+                if env.budget.left < 0: _charge(env, 0)
+                env.budget.mem -= len(t105)
+                if env.budget.mem < 0: _charge_mem(env, 0)
             else:
-                t106 = _binop('+', t102, t105, env)
-            if t106 is None or t106.__class__ is Missing: _need(t106)
-            if t106.__class__ is int and (' to vlm.moma_modalities').__class__ is int:
-                t107 = t106 + (' to vlm.moma_modalities')
-                if not -MAX_INT <= t107 <= MAX_INT: _check_value(t107)
-            else:
-                t107 = _binop('+', t106, (' to vlm.moma_modalities'), env)
-            t108 = [(True), ('vlm.moma_experts_per_modality|vlm'), t99, t107]
-            t109 = [t108]
-            t71 = t109
+                t105 = _binop('+', t101, t104, env)
+            t106 = _binop('+', t105, (' to vlm.moma_modalities'), env)
+            t107 = [(True), ('vlm.moma_experts_per_modality|vlm'), t98, t106]
+            t108 = [t107]
+            t70 = t108
         else:
-            t110 = K21
-            t71 = t110
-        if t71 is None or t71.__class__ is Missing: _need(t71)
-        if t67.__class__ is int and t71.__class__ is int:
-            t111 = t67 + t71
-            if not -MAX_INT <= t111 <= MAX_INT: _check_value(t111)
+            t109 = K21
+            t70 = t109
+        if t70 is None or t70.__class__ is Missing: _need(t70)
+        if t66.__class__ is int and t70.__class__ is int:
+            t110 = t66 + t70
+            if not -MAX_INT <= t110 <= MAX_INT: _check_value(t110)
+        elif t66.__class__ is list and t70.__class__ is list and len(t66) + len(t70) <= MAX_LIST:
+            t110 = t66 + t70
+            env.budget.left -= len(t110)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t110)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t111 = _binop('+', t67, t71, env)
-        if t111 is None or t111.__class__ is Missing: _need(t111)
-        t112 = env.lookup('nonpositive')
-        if t112 is None: t112 = Missing('nonpositive')
-        if t112.__class__ is list or t112.__class__ is str or t112.__class__ is dict:
-            t113 = len(t112)
-            env.budget.left -= t113 if t113 > 1 else 1
+            t110 = _binop('+', t66, t70, env)
+        t111 = env.lookup('nonpositive')
+        if t111 is None: t111 = Missing('nonpositive')
+        if t111.__class__ is list or t111.__class__ is str or t111.__class__ is dict:
+            t112 = len(t111)
+            env.budget.left -= t112 if t112 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t113 = call_value(env, F_len.fn, F_len.cost, False, [t112])
-        if t113.__class__ is int:
-            t114 = t113 > (0)
+            t112 = call_value(env, F_len.fn, F_len.cost, False, [t111])
+        if t112.__class__ is int:
+            t113 = t112 > (0)
         else:
-            t114 = _compare('>', t113, (0))
-        if (t114 if t114.__class__ is bool else _truth(t114)):
-            if t112.__class__ is list or t112.__class__ is str or t112.__class__ is dict:
-                t116 = len(t112)
-                env.budget.left -= t116 if t116 > 1 else 1
+            t113 = _compare('>', t112, (0))
+        if t113:
+            if t111.__class__ is list or t111.__class__ is str or t111.__class__ is dict:
+                t115 = len(t111)
+                env.budget.left -= t115 if t115 > 1 else 1
                 if env.budget.left < 0: _charge(env, 0)
             else:
-                t116 = call_value(env, F_len.fn, F_len.cost, False, [t112])
-            if t116.__class__ is int:
-                t117 = t116 > (0)
+                t115 = call_value(env, F_len.fn, F_len.cost, False, [t111])
+            if t115.__class__ is int:
+                t116 = t115 > (0)
             else:
-                t117 = _compare('>', t116, (0))
-            if (t117 if t117.__class__ is bool else _truth(t117)):
-                if t112 is None or t112.__class__ is Missing: _need(t112)
-                if t112.__class__ is list and len(t112) > 0:
-                    t119 = t112[0]
-                    if t119 is None: t119 = Missing('nonpositive[0]')
+                t116 = _compare('>', t115, (0))
+            if t116:
+                if t111 is None or t111.__class__ is Missing: _need(t111)
+                if t111.__class__ is list and len(t111) > 0:
+                    t118 = t111[0]
+                    if t118 is None: t118 = Missing('nonpositive[0]')
                 else:
-                    t119 = index_value(t112, (0), 'nonpositive')
-                t118 = t119
+                    t118 = index_value(t111, (0), 'nonpositive')
+                t117 = t118
             else:
-                t118 = ('')
-            if t118 is None or t118.__class__ is Missing: _need(t118)
-            if ('vlm.moma_experts_per_modality.').__class__ is int and t118.__class__ is int:
-                t120 = ('vlm.moma_experts_per_modality.') + t118
-                if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
-            else:
-                t120 = _binop('+', ('vlm.moma_experts_per_modality.'), t118, env)
-            if t120 is None or t120.__class__ is Missing: _need(t120)
-            if t120.__class__ is int and ('|vlm.moma_experts_per_modality|vlm').__class__ is int:
-                t121 = t120 + ('|vlm.moma_experts_per_modality|vlm')
-                if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
-            else:
-                t121 = _binop('+', t120, ('|vlm.moma_experts_per_modality|vlm'), env)
-            if t112.__class__ is list or t112.__class__ is str or t112.__class__ is dict:
-                t122 = len(t112)
-                env.budget.left -= t122 if t122 > 1 else 1
+                t117 = ('')
+            if t117 is None or t117.__class__ is Missing: _need(t117)
+            t119 = _binop('+', ('vlm.moma_experts_per_modality.'), t117, env)
+            t120 = _binop('+', t119, ('|vlm.moma_experts_per_modality|vlm'), env)
+            if t111.__class__ is list or t111.__class__ is str or t111.__class__ is dict:
+                t121 = len(t111)
+                env.budget.left -= t121 if t121 > 1 else 1
                 if env.budget.left < 0: _charge(env, 0)
             else:
-                t122 = call_value(env, F_len.fn, F_len.cost, False, [t112])
-            if t122.__class__ is int:
-                t123 = t122 > (0)
+                t121 = call_value(env, F_len.fn, F_len.cost, False, [t111])
+            if t121.__class__ is int:
+                t122 = t121 > (0)
             else:
-                t123 = _compare('>', t122, (0))
-            if (t123 if t123.__class__ is bool else _truth(t123)):
-                t125 = env.lookup('q')
-                if t125 is None: t125 = Missing('q')
+                t122 = _compare('>', t121, (0))
+            if t122:
+                t124 = env.lookup('q')
+                if t124 is None: t124 = Missing('q')
+                if t124 is None or t124.__class__ is Missing: _need(t124)
+                if t111 is None or t111.__class__ is Missing: _need(t111)
+                if t111.__class__ is list and len(t111) > 0:
+                    t125 = t111[0]
+                    if t125 is None: t125 = Missing('nonpositive[0]')
+                else:
+                    t125 = index_value(t111, (0), 'nonpositive')
                 if t125 is None or t125.__class__ is Missing: _need(t125)
-                if t112 is None or t112.__class__ is Missing: _need(t112)
-                if t112.__class__ is list and len(t112) > 0:
-                    t126 = t112[0]
-                    if t126 is None: t126 = Missing('nonpositive[0]')
+                if t124.__class__ is int and t125.__class__ is int:
+                    t126 = t124 + t125
+                    if not -MAX_INT <= t126 <= MAX_INT: _check_value(t126)
+                elif t124.__class__ is list and t125.__class__ is list and len(t124) + len(t125) <= MAX_LIST:
+                    t126 = t124 + t125
+                    env.budget.left -= len(t126)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t126)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
                 else:
-                    t126 = index_value(t112, (0), 'nonpositive')
-                if t126 is None or t126.__class__ is Missing: _need(t126)
-                if t125.__class__ is int and t126.__class__ is int:
-                    t127 = t125 + t126
+                    t126 = _binop('+', t124, t125, env)
+                if t124 is None or t124.__class__ is Missing: _need(t124)
+                if t126.__class__ is int and t124.__class__ is int:
+                    t127 = t126 + t124
                     if not -MAX_INT <= t127 <= MAX_INT: _check_value(t127)
+                elif t126.__class__ is list and t124.__class__ is list and len(t126) + len(t124) <= MAX_LIST:
+                    t127 = t126 + t124
+                    env.budget.left -= len(t127)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t127)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
                 else:
-                    t127 = _binop('+', t125, t126, env)
-                if t127 is None or t127.__class__ is Missing: _need(t127)
-                if t125 is None or t125.__class__ is Missing: _need(t125)
-                if t127.__class__ is int and t125.__class__ is int:
-                    t128 = t127 + t125
-                    if not -MAX_INT <= t128 <= MAX_INT: _check_value(t128)
-                else:
-                    t128 = _binop('+', t127, t125, env)
-                if t128 is None or t128.__class__ is Missing: _need(t128)
-                if t128.__class__ is int and ('] must be positive (got ').__class__ is int:
-                    t129 = t128 + ('] must be positive (got ')
-                    if not -MAX_INT <= t129 <= MAX_INT: _check_value(t129)
-                else:
-                    t129 = _binop('+', t128, ('] must be positive (got '), env)
+                    t127 = _binop('+', t126, t124, env)
+                t128 = _binop('+', t127, ('] must be positive (got '), env)
+                t129 = env.lookup('epm')
+                if t129 is None: t129 = Missing('epm')
                 if t129 is None or t129.__class__ is Missing: _need(t129)
-                t130 = env.lookup('epm')
-                if t130 is None: t130 = Missing('epm')
+                if t111 is None or t111.__class__ is Missing: _need(t111)
+                if t111.__class__ is list and len(t111) > 0:
+                    t130 = t111[0]
+                    if t130 is None: t130 = Missing('nonpositive[0]')
+                else:
+                    t130 = index_value(t111, (0), 'nonpositive')
                 if t130 is None or t130.__class__ is Missing: _need(t130)
-                if t112 is None or t112.__class__ is Missing: _need(t112)
-                if t112.__class__ is list and len(t112) > 0:
-                    t131 = t112[0]
-                    if t131 is None: t131 = Missing('nonpositive[0]')
+                t131 = index_value(t129, t130, 'epm')
+                t132 = call_value(env, F_str.fn, F_str.cost, True, [t131])
+                if t132 is None or t132.__class__ is Missing: _need(t132)
+                if t128.__class__ is int and t132.__class__ is int:
+                    t133 = t128 + t132
+                    if not -MAX_INT <= t133 <= MAX_INT: _check_value(t133)
+                elif t128.__class__ is list and t132.__class__ is list and len(t128) + len(t132) <= MAX_LIST:
+                    t133 = t128 + t132
+                    env.budget.left -= len(t133)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t133)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
                 else:
-                    t131 = index_value(t112, (0), 'nonpositive')
-                if t131 is None or t131.__class__ is Missing: _need(t131)
-                t132 = index_value(t130, t131, 'epm')
-                t133 = call_value(env, F_str.fn, F_str.cost, True, [t132])
-                if t133 is None or t133.__class__ is Missing: _need(t133)
-                if t129.__class__ is int and t133.__class__ is int:
-                    t134 = t129 + t133
-                    if not -MAX_INT <= t134 <= MAX_INT: _check_value(t134)
-                else:
-                    t134 = _binop('+', t129, t133, env)
-                if t134 is None or t134.__class__ is Missing: _need(t134)
-                if t134.__class__ is int and (')').__class__ is int:
-                    t135 = t134 + (')')
-                    if not -MAX_INT <= t135 <= MAX_INT: _check_value(t135)
-                else:
-                    t135 = _binop('+', t134, (')'), env)
-                t124 = t135
+                    t133 = _binop('+', t128, t132, env)
+                t134 = _binop('+', t133, (')'), env)
+                t123 = t134
             else:
-                t124 = ('')
-            if t124 is None or t124.__class__ is Missing: _need(t124)
-            if ('ValueError: vlm.moma_experts_per_modality[').__class__ is int and t124.__class__ is int:
-                t136 = ('ValueError: vlm.moma_experts_per_modality[') + t124
-                if not -MAX_INT <= t136 <= MAX_INT: _check_value(t136)
-            else:
-                t136 = _binop('+', ('ValueError: vlm.moma_experts_per_modality['), t124, env)
-            t137 = [(True), t121, t136, ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')]
-            t138 = [t137]
-            t115 = t138
+                t123 = ('')
+            if t123 is None or t123.__class__ is Missing: _need(t123)
+            t135 = _binop('+', ('ValueError: vlm.moma_experts_per_modality['), t123, env)
+            t136 = [(True), t120, t135, ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')]
+            t137 = [t136]
+            t114 = t137
         else:
-            t139 = K22
-            t115 = t139
-        if t115 is None or t115.__class__ is Missing: _need(t115)
-        if t111.__class__ is int and t115.__class__ is int:
-            t140 = t111 + t115
-            if not -MAX_INT <= t140 <= MAX_INT: _check_value(t140)
+            t138 = K22
+            t114 = t138
+        if t114 is None or t114.__class__ is Missing: _need(t114)
+        if t110.__class__ is int and t114.__class__ is int:
+            t139 = t110 + t114
+            if not -MAX_INT <= t139 <= MAX_INT: _check_value(t139)
+        elif t110.__class__ is list and t114.__class__ is list and len(t110) + len(t114) <= MAX_LIST:
+            t139 = t110 + t114
+            env.budget.left -= len(t139)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t139)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t140 = _binop('+', t111, t115, env)
-        t4 = t140
+            t139 = _binop('+', t110, t114, env)
+        t4 = t139
     else:
-        t141 = K23
-        t4 = t141
+        t140 = K23
+        t4 = t140
     return t4
 
 def e96(env):
@@ -2965,54 +2889,42 @@ def e96(env):
         if t6 is None: t6 = Missing('config.vlm.freeze_schedule')
     else:
         t6 = attr_value(t5, 'freeze_schedule', 'config.vlm.freeze_schedule')
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 16
         if t2.left < 0: _charge(env, 0)
-        t8['s'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('s')
-        t7.budget.left -= 1
-        if t7.budget.left < 0: _charge(t7, 0)
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
         t11 = type_name(t10)
-        t7.budget.mem -= len(t11)
-        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        env.budget.mem -= len(t11)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         if t11.__class__ is str:
             t12 = t11 == ('table')
         else:
             t12 = _compare('==', t11, ('table'))
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t9
-            if t14 is None: t14 = Missing('s')
-            if t14.__class__ is dict and 'start_step' in t14:
-                t15 = t14['start_step']
-                if t15 is None: t15 = Missing('s.start_step')
+        if t12:
+            if t10.__class__ is dict and 'start_step' in t10:
+                t14 = t10['start_step']
+                if t14 is None: t14 = Missing('s.start_step')
             else:
-                t15 = attr_value(t14, 'start_step', 's.start_step')
-            t7.budget.left -= 1
-            if t7.budget.left < 0: _charge(t7, 0)
-            t16 = type_name(t15)
-            t7.budget.mem -= len(t16)
-            if t7.budget.mem < 0: _charge_mem(t7, 0)
-            if t16.__class__ is str:
-                t17 = t16 == ('int')
+                t14 = attr_value(t10, 'start_step', 's.start_step')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t15 = type_name(t14)
+            env.budget.mem -= len(t15)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t15.__class__ is str:
+                t16 = t15 == ('int')
             else:
-                t17 = _compare('==', t16, ('int'))
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, ('int'))
+            t13 = t16
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = t9
-            if t18 is None: t18 = Missing('s')
-            if t18.__class__ is dict and 'start_step' in t18:
-                t19 = t18['start_step']
-                if t19 is None: t19 = Missing('s.start_step')
-            else:
-                t19 = attr_value(t18, 'start_step', 's.start_step')
-            t1.append(t19)
+        if t13:
+            t1.append(t14)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3052,36 +2964,31 @@ def e98(env):
             if t8 is None: t8 = Missing('config.vlm.moma_modalities')
         else:
             t8 = attr_value(t7, 'moma_modalities', 'config.vlm.moma_modalities')
-        t5 = loop_items(t8)
-        t9 = Env({}, None, t4, env)
-        t10 = t9.values
+        t5 = t8
+        if t5.__class__ is not list: t5 = loop_items(t5)
         for t11 in t5:
             t4.left -= 9
             if t4.left < 0: _charge(env, 0)
-            t10['m'] = t11
-            t9.let_cache = None
             t12 = t11
             if t12 is None: t12 = Missing('m')
-            t9.budget.left -= 1
-            if t9.budget.left < 0: _charge(t9, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t13 = type_name(t12)
-            t9.budget.mem -= len(t13)
-            if t9.budget.mem < 0: _charge_mem(t9, 0)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             if t13.__class__ is str:
                 t14 = t13 == ('string')
             else:
                 t14 = _compare('==', t13, ('string'))
-            if (t14 if t14.__class__ is bool else _truth(t14)):
-                t15 = t11
-                if t15 is None: t15 = Missing('m')
-                t3.append(t15)
+            if t14:
+                t3.append(t12)
                 t4.mem -= 1
                 if t4.mem < 0: _charge_mem(env, 0)
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t16 = K24
-        t2 = t16
+        t15 = K24
+        t2 = t15
     return t2
 
 def e99(env):
@@ -3100,97 +3007,91 @@ def e99(env):
             t5 = t4 >= (2)
         else:
             t5 = _compare('>=', t4, (2))
-        t2 = (t5 if t5.__class__ is bool else _truth(t5))
+        t2 = t5
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t8 = env.lookup('mods')
-        if t8 is None: t8 = Missing('mods')
-        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('text'), t8)
-        t7 = _compare('in', ('text'), t8)
-        t6 = (t7 if t7.__class__ is bool else _truth(t7))
+    if t2:
+        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('text'), t3)
+        t7 = _compare('in', ('text'), t3)
+        t6 = t7
     else:
         t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t11 = env.lookup('mods')
-        if t11 is None: t11 = Missing('mods')
-        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, ('image'), t11)
-        t10 = _compare('in', ('image'), t11)
-        t9 = (t10 if t10.__class__ is bool else _truth(t10))
+    if t6:
+        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('image'), t3)
+        t9 = _compare('in', ('image'), t3)
+        t8 = t9
     else:
-        t9 = False
-    if (t9 if t9.__class__ is bool else _truth(t9)):
-        t13 = []
-        t14 = env.budget
-        t16 = env.lookup('mods')
-        if t16 is None: t16 = Missing('mods')
-        if t16.__class__ is list or t16.__class__ is str or t16.__class__ is dict:
-            t17 = len(t16)
-            env.budget.left -= t17 if t17 > 1 else 1
+        t8 = False
+    if t8:
+        t11 = []
+        t12 = env.budget
+        if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+            t14 = len(t3)
+            env.budget.left -= t14 if t14 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t17 = call_value(env, F_len.fn, F_len.cost, False, [t16])
-        t18 = call_value(env, F_range.fn, F_range.cost, False, [t17])
-        t15 = loop_items(t18)
-        t19 = Env({}, None, t14, env)
-        t20 = t19.values
-        for t21 in t15:
-            t14.left -= 17
-            if t14.left < 0: _charge(env, 0)
-            t20['i'] = t21
-            t19.let_cache = None
-            t23 = t21
-            if t23 is None: t23 = Missing('i')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            if t23.__class__ is int and (1).__class__ is int:
-                t24 = t23 + (1)
-                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+            t14 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+        t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
+        t13 = t15
+        if t13.__class__ is not list: t13 = loop_items(t13)
+        t16 = Env({}, None, t12, env)
+        t17 = t16.values
+        for t18 in t13:
+            t12.left -= 17
+            if t12.left < 0: _charge(env, 0)
+            t17['i'] = t18
+            t16.let_cache = None
+            t20 = t18
+            if t20 is None: t20 = Missing('i')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            if t20.__class__ is int:
+                t21 = t20 + (1)
+                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
             else:
-                t24 = _binop('+', t23, (1), t19)
-            t25 = t19.lookup('mods')
-            if t25 is None: t25 = Missing('mods')
-            if t25.__class__ is list or t25.__class__ is str or t25.__class__ is dict:
-                t26 = len(t25)
-                t19.budget.left -= t26 if t26 > 1 else 1
-                if t19.budget.left < 0: _charge(t19, 0)
+                t21 = _binop('+', t20, (1), env)
+            t22 = t16.lookup('mods')
+            if t22 is None: t22 = Missing('mods')
+            if t22.__class__ is list or t22.__class__ is str or t22.__class__ is dict:
+                t23 = len(t22)
+                env.budget.left -= t23 if t23 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                t26 = call_value(t19, F_len.fn, F_len.cost, False, [t25])
-            t27 = call_value(t19, F_range.fn, F_range.cost, False, [t24, t26])
-            t22 = loop_items(t27)
-            t28 = Env({}, None, t14, t19)
-            t29 = t28.values
-            for t30 in t22:
-                t14.left -= 17
-                if t14.left < 0: _charge(env, 0)
-                t29['j'] = t30
-                t28.let_cache = None
-                t31 = t28.lookup('mods')
-                if t31 is None: t31 = Missing('mods')
+                t23 = call_value(env, F_len.fn, F_len.cost, False, [t22])
+            t24 = call_value(env, F_range.fn, F_range.cost, False, [t21, t23])
+            t19 = t24
+            if t19.__class__ is not list: t19 = loop_items(t19)
+            t25 = Env({}, None, t12, t16)
+            t26 = t25.values
+            for t27 in t19:
+                t12.left -= 17
+                if t12.left < 0: _charge(env, 0)
+                t26['j'] = t27
+                t25.let_cache = None
+                t28 = t25.lookup('mods')
+                if t28 is None: t28 = Missing('mods')
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                if t20 is None or t20.__class__ is Missing: _need(t20)
+                t29 = index_value(t28, t20, 'mods')
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t31 = t27
+                if t31 is None: t31 = Missing('j')
                 if t31 is None or t31.__class__ is Missing: _need(t31)
-                t32 = t21
-                if t32 is None: t32 = Missing('i')
-                if t32 is None or t32.__class__ is Missing: _need(t32)
-                t33 = index_value(t31, t32, 'mods')
-                if t31 is None or t31.__class__ is Missing: _need(t31)
-                t35 = t30
-                if t35 is None: t35 = Missing('j')
-                if t35 is None or t35.__class__ is Missing: _need(t35)
-                t36 = index_value(t31, t35, 'mods')
-                if t33.__class__ is t36.__class__ and (t33.__class__ is int or t33.__class__ is str):
-                    t34 = t33 == t36
+                t32 = index_value(t28, t31, 'mods')
+                if t29.__class__ is t32.__class__ and (t29.__class__ is int or t29.__class__ is str):
+                    t30 = t29 == t32
                 else:
-                    if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(t28, t33, t36)
-                    t34 = _compare('==', t33, t36)
-                t13.append(t34)
-                t14.mem -= 1
-                if t14.mem < 0: _charge_mem(env, 0)
-                if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t37 = call_value(env, F_any.fn, F_any.cost, False, [t13])
-        t38 = not (t37 if t37.__class__ is bool else _truth(t37))
-        t12 = (t38 if t38.__class__ is bool else _truth(t38))
+                    if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t29, t32)
+                    t30 = _compare('==', t29, t32)
+                t11.append(t30)
+                t12.mem -= 1
+                if t12.mem < 0: _charge_mem(env, 0)
+                if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t33 = call_value(env, F_any.fn, F_any.cost, False, [t11])
+        t34 = not (t33 if t33.__class__ is bool else _truth(t33))
+        t10 = t34
     else:
-        t12 = False
-    return t12
+        t10 = False
+    return t10
 
 def e100(env):
     t1 = env.lookup('mods_ok')
@@ -3217,23 +3118,11 @@ def e100(env):
             t7 = t6 == ('table')
         else:
             t7 = _compare('==', t6, ('table'))
-        t2 = (t7 if t7.__class__ is bool else _truth(t7))
+        t2 = t7
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t9 = env.lookup('config')
-        if t9 is None: t9 = Missing('config')
-        if t9.__class__ is dict and 'vlm' in t9:
-            t10 = t9['vlm']
-            if t10 is None: t10 = Missing('config.vlm')
-        else:
-            t10 = attr_value(t9, 'vlm', 'config.vlm')
-        if t10.__class__ is dict and 'moma_experts_per_modality' in t10:
-            t11 = t10['moma_experts_per_modality']
-            if t11 is None: t11 = Missing('config.vlm.moma_experts_per_modality')
-        else:
-            t11 = attr_value(t10, 'moma_experts_per_modality', 'config.vlm.moma_experts_per_modality')
-        t8 = t11
+    if t2:
+        t8 = t5
     else:
         t8 = (None)
     return t8
@@ -3242,12 +3131,13 @@ def e101(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = []
         t5 = env.budget
         t7 = env.lookup('mods')
         if t7 is None: t7 = Missing('mods')
-        t6 = loop_items(t7)
+        t6 = t7
+        if t6.__class__ is not list: t6 = loop_items(t6)
         t8 = Env({}, None, t5, env)
         t9 = t8.values
         for t10 in t6:
@@ -3259,32 +3149,31 @@ def e101(env):
             if t11 is None: t11 = Missing('m')
             t13 = t8.lookup('epm')
             if t13 is None: t13 = Missing('epm')
-            t14 = call_value(t8, F_keys.fn, F_keys.cost, False, [t13])
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t8, t11, t14)
+            t14 = call_value(env, F_keys.fn, F_keys.cost, False, [t13])
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t11, t14)
             t12 = _compare('not in', t11, t14)
-            if (t12 if t12.__class__ is bool else _truth(t12)):
-                t15 = t10
-                if t15 is None: t15 = Missing('m')
-                t4.append(t15)
+            if t12:
+                t4.append(t11)
                 t5.mem -= 1
                 if t5.mem < 0: _charge_mem(env, 0)
                 if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t16 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
-        t3 = t16
+        t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+        t3 = t15
     else:
-        t17 = K25
-        t3 = t17
+        t16 = K25
+        t3 = t16
     return t3
 
 def e102(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = []
         t5 = env.budget
         t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
-        t6 = loop_items(t7)
+        t6 = t7
+        if t6.__class__ is not list: t6 = loop_items(t6)
         t8 = Env({}, None, t5, env)
         t9 = t8.values
         for t10 in t6:
@@ -3296,31 +3185,30 @@ def e102(env):
             if t11 is None: t11 = Missing('k')
             t13 = t8.lookup('mods')
             if t13 is None: t13 = Missing('mods')
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, t11, t13)
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
             t12 = _compare('not in', t11, t13)
-            if (t12 if t12.__class__ is bool else _truth(t12)):
-                t14 = t10
-                if t14 is None: t14 = Missing('k')
-                t4.append(t14)
+            if t12:
+                t4.append(t11)
                 t5.mem -= 1
                 if t5.mem < 0: _charge_mem(env, 0)
                 if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
-        t3 = t15
+        t14 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+        t3 = t14
     else:
-        t16 = K26
-        t3 = t16
+        t15 = K26
+        t3 = t15
     return t3
 
 def e103(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = []
         t5 = env.budget
         t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
-        t6 = loop_items(t7)
+        t6 = t7
+        if t6.__class__ is not list: t6 = loop_items(t6)
         t8 = Env({}, None, t5, env)
         t9 = t8.values
         for t10 in t6:
@@ -3335,38 +3223,39 @@ def e103(env):
             if t12 is None: t12 = Missing('k')
             if t12 is None or t12.__class__ is Missing: _need(t12)
             t13 = index_value(t11, t12, 'epm')
-            t8.budget.left -= 1
-            if t8.budget.left < 0: _charge(t8, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t14 = type_name(t13)
-            t8.budget.mem -= len(t14)
-            if t8.budget.mem < 0: _charge_mem(t8, 0)
+            env.budget.mem -= len(t14)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t16 = K27
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t8, t14, t16)
-            t15 = _compare('in', t14, t16)
-            if (t15 if t15.__class__ is bool else _truth(t15)):
+            if t14.__class__ is str or t14.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t15 = t14 in t16
+            else:
+                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
+                t15 = _compare('in', t14, t16)
+            if t15:
                 if t11 is None or t11.__class__ is Missing: _need(t11)
-                t18 = t10
-                if t18 is None: t18 = Missing('k')
-                if t18 is None or t18.__class__ is Missing: _need(t18)
-                t19 = index_value(t11, t18, 'epm')
-                if t19.__class__ is int:
-                    t20 = t19 <= (0)
+                if t12 is None or t12.__class__ is Missing: _need(t12)
+                t18 = index_value(t11, t12, 'epm')
+                if t18.__class__ is int:
+                    t19 = t18 <= (0)
                 else:
-                    t20 = _compare('<=', t19, (0))
-                t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                    t19 = _compare('<=', t18, (0))
+                t17 = t19
             else:
                 t17 = False
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t21 = t10
-                if t21 is None: t21 = Missing('k')
-                t4.append(t21)
+            if t17:
+                t4.append(t12)
                 t5.mem -= 1
                 if t5.mem < 0: _charge_mem(env, 0)
                 if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t3 = t4
     else:
-        t22 = K28
-        t3 = t22
+        t20 = K28
+        t3 = t20
     return t3
 
 def e104(env):
@@ -3374,7 +3263,8 @@ def e104(env):
     t2 = env.budget
     t4 = env.lookup('mods')
     if t4 is None: t4 = Missing('mods')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -3391,32 +3281,34 @@ def e104(env):
         if t8.__class__ is int and t9.__class__ is int:
             t10 = t8 + t9
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        elif t8.__class__ is list and t9.__class__ is list and len(t8) + len(t9) <= MAX_LIST:
+            t10 = t8 + t9
+            env.budget.left -= len(t10)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t10)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t10 = _binop('+', t8, t9, t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
+            t10 = _binop('+', t8, t9, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
         if t10.__class__ is int and t8.__class__ is int:
             t11 = t10 + t8
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        elif t10.__class__ is list and t8.__class__ is list and len(t10) + len(t8) <= MAX_LIST:
+            t11 = t10 + t8
+            env.budget.left -= len(t11)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t11)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t11 = _binop('+', t10, t8, t5)
+            t11 = _binop('+', t10, t8, env)
         t1.append(t11)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     if t12 is None or t12.__class__ is Missing: _need(t12)
-    if ('[').__class__ is int and t12.__class__ is int:
-        t13 = ('[') + t12
-        if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-    else:
-        t13 = _binop('+', ('['), t12, env)
-    if t13 is None or t13.__class__ is Missing: _need(t13)
-    if t13.__class__ is int and (']').__class__ is int:
-        t14 = t13 + (']')
-        if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-    else:
-        t14 = _binop('+', t13, (']'), env)
+    t13 = _binop('+', ('['), t12, env)
+    t14 = _binop('+', t13, (']'), env)
     return t14
 
 def e105(env):
@@ -3442,7 +3334,7 @@ def e106(env):
     else:
         if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
         t2 = _compare('==', t1, t4)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t6 = env.lookup('img_kv')
         if t6 is None: t6 = Missing('img_kv')
         if t3.__class__ is dict and 'n_kv_heads' in t3:
@@ -3455,7 +3347,7 @@ def e106(env):
         else:
             if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -3469,9 +3361,14 @@ def e107(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K29
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'vlm' in t6:
@@ -3480,17 +3377,17 @@ def e107(env):
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t7 is None or t7.__class__ is Missing: _need(t7)
             t10 = index_value(t7, ('class'), 'config.vlm')
             if t10.__class__ is str:
                 t11 = t10 == ('MoTConfig')
             else:
                 t11 = _compare('==', t10, ('MoTConfig'))
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t7.__class__ is dict and 'mot_image_n_heads' in t7:
                 t13 = t7['mot_image_n_heads']
                 if t13 is None: t13 = Missing('config.vlm.mot_image_n_heads')
@@ -3505,10 +3402,10 @@ def e107(env):
                 t15 = t14 == ('int')
             else:
                 t15 = _compare('==', t14, ('int'))
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+            t12 = t15
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if t12:
             if t7.__class__ is dict and 'mot_image_n_kv_heads' in t7:
                 t17 = t7['mot_image_n_kv_heads']
                 if t17 is None: t17 = Missing('config.vlm.mot_image_n_kv_heads')
@@ -3523,36 +3420,26 @@ def e107(env):
                 t19 = t18 == ('int')
             else:
                 t19 = _compare('==', t18, ('int'))
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+            t16 = t19
         else:
             t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            if t7.__class__ is dict and 'mot_image_n_heads' in t7:
-                t21 = t7['mot_image_n_heads']
-                if t21 is None: t21 = Missing('config.vlm.mot_image_n_heads')
+        if t16:
+            if t13.__class__ is int:
+                t21 = t13 >= (0)
             else:
-                t21 = attr_value(t7, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-            if t21.__class__ is int:
-                t22 = t21 >= (0)
-            else:
-                t22 = _compare('>=', t21, (0))
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+                t21 = _compare('>=', t13, (0))
+            t20 = t21
         else:
             t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            if t7.__class__ is dict and 'mot_image_n_kv_heads' in t7:
-                t24 = t7['mot_image_n_kv_heads']
-                if t24 is None: t24 = Missing('config.vlm.mot_image_n_kv_heads')
+        if t20:
+            if t17.__class__ is int:
+                t23 = t17 >= (0)
             else:
-                t24 = attr_value(t7, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-            if t24.__class__ is int:
-                t25 = t24 >= (0)
-            else:
-                t25 = _compare('>=', t24, (0))
-            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+                t23 = _compare('>=', t17, (0))
+            t22 = t23
         else:
-            t23 = False
-        t5 = (t23 if t23.__class__ is bool else _truth(t23))
+            t22 = False
+        t5 = t22
     else:
         t5 = False
     return t5
@@ -3574,7 +3461,7 @@ def e108(env):
         t4 = t3 > (0)
     else:
         t4 = _compare('>', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t5 = t3
     else:
         t6 = env.lookup('model')
@@ -3604,7 +3491,7 @@ def e109(env):
         t4 = t3 > (0)
     else:
         t4 = _compare('>', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t5 = t3
     else:
         t6 = env.lookup('model')
@@ -3650,7 +3537,7 @@ def e114(env):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if _truth(t4):
+    if t4:
         t5 = (' (model.n_kv_heads unset: KempnerForge keeps 32)')
     else:
         t5 = ('')
@@ -3667,7 +3554,7 @@ def e115(env):
     else:
         if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
         t2 = _compare('!=', t1, t4)
-    if _truth(t2):
+    if t2:
         t5 = ('vlm.mot_image_n_heads')
     else:
         t5 = ('vlm.mot_image_n_kv_heads')
@@ -3698,7 +3585,11 @@ def e116(env):
     else:
         t5 = attr_value(t4, 'pool_heads', 'config.adapter.pool_heads')
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('%', t3, t5, env)
+    if t3.__class__ is int and t5.__class__ is int and t5:
+        t6 = t3 % t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('%', t3, t5, env)
     if t6.__class__ is int:
         t7 = t6 == (0)
     else:
@@ -3714,9 +3605,14 @@ def e117(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K30
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'vlm' in t6:
@@ -3725,127 +3621,92 @@ def e117(env):
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'adapter' in t6:
                 t10 = t6['adapter']
                 if t10 is None: t10 = Missing('config.adapter')
             else:
                 t10 = attr_value(t6, 'adapter', 'config.adapter')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'vision_encoder' in t6:
                 t13 = t6['vision_encoder']
                 if t13 is None: t13 = Missing('config.vision_encoder')
             else:
                 t13 = attr_value(t6, 'vision_encoder', 'config.vision_encoder')
             t14 = not (t13 is None or t13.__class__ is Missing)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = t14
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            if t6.__class__ is dict and 'adapter' in t6:
-                t16 = t6['adapter']
-                if t16 is None: t16 = Missing('config.adapter')
+        if t12:
+            if t10.__class__ is dict and 'type' in t10:
+                t16 = t10['type']
+                if t16 is None: t16 = Missing('config.adapter.type')
             else:
-                t16 = attr_value(t6, 'adapter', 'config.adapter')
-            if t16.__class__ is dict and 'type' in t16:
-                t17 = t16['type']
-                if t17 is None: t17 = Missing('config.adapter.type')
+                t16 = attr_value(t10, 'type', 'config.adapter.type')
+            if t16.__class__ is str:
+                t17 = t16 == ('attentional_pool')
             else:
-                t17 = attr_value(t16, 'type', 'config.adapter.type')
-            if t17.__class__ is str:
-                t18 = t17 == ('attentional_pool')
-            else:
-                t18 = _compare('==', t17, ('attentional_pool'))
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = _compare('==', t16, ('attentional_pool'))
+            t15 = t17
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            if t6.__class__ is dict and 'vision_encoder' in t6:
-                t20 = t6['vision_encoder']
-                if t20 is None: t20 = Missing('config.vision_encoder')
+        if t15:
+            if t13.__class__ is dict and 'feature_dim' in t13:
+                t19 = t13['feature_dim']
+                if t19 is None: t19 = Missing('config.vision_encoder.feature_dim')
             else:
-                t20 = attr_value(t6, 'vision_encoder', 'config.vision_encoder')
-            if t20.__class__ is dict and 'feature_dim' in t20:
-                t21 = t20['feature_dim']
-                if t21 is None: t21 = Missing('config.vision_encoder.feature_dim')
-            else:
-                t21 = attr_value(t20, 'feature_dim', 'config.vision_encoder.feature_dim')
+                t19 = attr_value(t13, 'feature_dim', 'config.vision_encoder.feature_dim')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t22 = type_name(t21)
-            env.budget.mem -= len(t22)
+            t20 = type_name(t19)
+            env.budget.mem -= len(t20)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            if t22.__class__ is str:
-                t23 = t22 == ('int')
+            if t20.__class__ is str:
+                t21 = t20 == ('int')
             else:
-                t23 = _compare('==', t22, ('int'))
-            t19 = (t23 if t23.__class__ is bool else _truth(t23))
+                t21 = _compare('==', t20, ('int'))
+            t18 = t21
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            if t6.__class__ is dict and 'vision_encoder' in t6:
-                t25 = t6['vision_encoder']
-                if t25 is None: t25 = Missing('config.vision_encoder')
+            t18 = False
+        if t18:
+            if t19.__class__ is int:
+                t23 = t19 > (0)
             else:
-                t25 = attr_value(t6, 'vision_encoder', 'config.vision_encoder')
-            if t25.__class__ is dict and 'feature_dim' in t25:
-                t26 = t25['feature_dim']
-                if t26 is None: t26 = Missing('config.vision_encoder.feature_dim')
+                t23 = _compare('>', t19, (0))
+            t22 = t23
+        else:
+            t22 = False
+        if t22:
+            if t10.__class__ is dict and 'pool_heads' in t10:
+                t25 = t10['pool_heads']
+                if t25 is None: t25 = Missing('config.adapter.pool_heads')
             else:
-                t26 = attr_value(t25, 'feature_dim', 'config.vision_encoder.feature_dim')
-            if t26.__class__ is int:
-                t27 = t26 > (0)
+                t25 = attr_value(t10, 'pool_heads', 'config.adapter.pool_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t26 = type_name(t25)
+            env.budget.mem -= len(t26)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t26.__class__ is str:
+                t27 = t26 == ('int')
             else:
-                t27 = _compare('>', t26, (0))
-            t24 = (t27 if t27.__class__ is bool else _truth(t27))
+                t27 = _compare('==', t26, ('int'))
+            t24 = t27
         else:
             t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            if t6.__class__ is dict and 'adapter' in t6:
-                t29 = t6['adapter']
-                if t29 is None: t29 = Missing('config.adapter')
+        if t24:
+            if t25.__class__ is int:
+                t29 = t25 > (0)
             else:
-                t29 = attr_value(t6, 'adapter', 'config.adapter')
-            if t29.__class__ is dict and 'pool_heads' in t29:
-                t30 = t29['pool_heads']
-                if t30 is None: t30 = Missing('config.adapter.pool_heads')
-            else:
-                t30 = attr_value(t29, 'pool_heads', 'config.adapter.pool_heads')
-            env.budget.left -= 1
-            if env.budget.left < 0: _charge(env, 0)
-            t31 = type_name(t30)
-            env.budget.mem -= len(t31)
-            if env.budget.mem < 0: _charge_mem(env, 0)
-            if t31.__class__ is str:
-                t32 = t31 == ('int')
-            else:
-                t32 = _compare('==', t31, ('int'))
-            t28 = (t32 if t32.__class__ is bool else _truth(t32))
+                t29 = _compare('>', t25, (0))
+            t28 = t29
         else:
             t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            if t6.__class__ is dict and 'adapter' in t6:
-                t34 = t6['adapter']
-                if t34 is None: t34 = Missing('config.adapter')
-            else:
-                t34 = attr_value(t6, 'adapter', 'config.adapter')
-            if t34.__class__ is dict and 'pool_heads' in t34:
-                t35 = t34['pool_heads']
-                if t35 is None: t35 = Missing('config.adapter.pool_heads')
-            else:
-                t35 = attr_value(t34, 'pool_heads', 'config.adapter.pool_heads')
-            if t35.__class__ is int:
-                t36 = t35 > (0)
-            else:
-                t36 = _compare('>', t35, (0))
-            t33 = (t36 if t36.__class__ is bool else _truth(t36))
-        else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+        t5 = t28
     else:
         t5 = False
     return t5
@@ -3872,7 +3733,8 @@ def e120(env):
     t5 = attr_value(t4, 'vision_encoder', 'config.vision_encoder')
     t6 = attr_value(t5, 'feature_dim', 'config.vision_encoder.feature_dim')
     t7 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t6])
-    t3 = loop_items(t7)
+    t3 = t7
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t8 = Env({}, None, t2, env)
     t9 = t8.values
     for t10 in t3:
@@ -3889,17 +3751,15 @@ def e120(env):
         if t11.__class__ is t15.__class__ and (t11.__class__ is int or t11.__class__ is str):
             t12 = t11 <= t15
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t8, t11, t15)
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t11, t15)
             t12 = _compare('<=', t11, t15)
-        if _truth(t12):
-            t16 = t10
-            if t16 is None: t16 = Missing('d')
-            t1.append(t16)
+        if t12:
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t17 = call_value(env, F_max.fn, F_max.cost, False, [t1])
-    return t17
+    t16 = call_value(env, F_max.fn, F_max.cost, False, [t1])
+    return t16
 
 def e121(env):
     t1 = env.lookup('framework')
@@ -3910,9 +3770,14 @@ def e121(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K31
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'vlm' in t6:
@@ -3921,7 +3786,7 @@ def e121(env):
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('lacking')
             if t10 is None: t10 = Missing('lacking')
             if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
@@ -3934,10 +3799,10 @@ def e121(env):
                 t12 = t11 > (0)
             else:
                 t12 = _compare('>', t11, (0))
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t9 = t12
         else:
             t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -3952,14 +3817,11 @@ def e122(env):
         if t5 is None: t5 = Missing('launch.overrides')
     else:
         t5 = attr_value(t4, 'overrides', 'launch.overrides')
-    t3 = loop_items(t5)
-    t6 = Env({}, None, t2, env)
-    t7 = t6.values
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t8 in t3:
         t2.left -= 5
         if t2.left < 0: _charge(env, 0)
-        t7['o'] = t8
-        t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('o')
         if t9.__class__ is dict and 'key' in t9:
@@ -3998,20 +3860,20 @@ def e124(env):
     else:
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
     t4 = (t3 is None or t3.__class__ is Missing)
-    if not (t4 if t4.__class__ is bool else _truth(t4)):
+    if not t4:
         if t3.__class__ is str:
             t6 = t3 == ('')
         else:
             t6 = _compare('==', t3, (''))
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = t6
     else:
         t5 = True
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         t9 = env.lookup('cli')
         if t9 is None: t9 = Missing('cli')
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('data.tokenizer_path'), t9)
         t8 = _compare('not in', ('data.tokenizer_path'), t9)
-        t7 = (t8 if t8.__class__ is bool else _truth(t8))
+        t7 = t8
     else:
         t7 = False
     return t7
@@ -4020,7 +3882,7 @@ def e125(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('config')
         if t4 is None: t4 = Missing('config')
         if t4.__class__ is dict and 'data' in t4:
@@ -4034,23 +3896,23 @@ def e125(env):
         else:
             t6 = attr_value(t5, 'hf_dataset_name', 'config.data.hf_dataset_name')
         t7 = (t6 is None or t6.__class__ is Missing)
-        if not (t7 if t7.__class__ is bool else _truth(t7)):
+        if not t7:
             if t6.__class__ is str:
                 t9 = t6 == ('')
             else:
                 t9 = _compare('==', t6, (''))
-            t8 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = t9
         else:
             t8 = True
-        t3 = (t8 if t8.__class__ is bool else _truth(t8))
+        t3 = t8
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t12 = env.lookup('cli')
         if t12 is None: t12 = Missing('cli')
         if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, ('data.hf_dataset_name'), t12)
         t11 = _compare('not in', ('data.hf_dataset_name'), t12)
-        t10 = (t11 if t11.__class__ is bool else _truth(t11))
+        t10 = t11
     else:
         t10 = False
     return t10
@@ -4059,7 +3921,7 @@ def e126(env):
     t1 = env.lookup('no_hf')
     if t1 is None: t1 = Missing('no_hf')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = K32
         t3 = t4
     else:
@@ -4069,7 +3931,7 @@ def e126(env):
     t6 = env.lookup('no_tok')
     if t6 is None: t6 = Missing('no_tok')
     t7 = not (t6 if t6.__class__ is bool else _truth(t6))
-    if (t7 if t7.__class__ is bool else _truth(t7)):
+    if t7:
         t9 = K34
         t8 = t9
     else:
@@ -4079,6 +3941,12 @@ def e126(env):
     if t3.__class__ is int and t8.__class__ is int:
         t11 = t3 + t8
         if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+    elif t3.__class__ is list and t8.__class__ is list and len(t3) + len(t8) <= MAX_LIST:
+        t11 = t3 + t8
+        env.budget.left -= len(t11)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t11)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t11 = _binop('+', t3, t8, env)
     return t11
@@ -4106,7 +3974,7 @@ def e129(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('is')
     else:
         t4 = ('are')
@@ -4120,7 +3988,7 @@ def e130(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('it')
     else:
         t4 = ('them')
@@ -4147,59 +4015,48 @@ def e133(env):
     t2 = env.budget
     t4 = env.lookup('lacking')
     if t4 is None: t4 = Missing('lacking')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 14
         if t2.left < 0: _charge(env, 0)
-        t6['k'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('k')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('+', t8, (' = "<'), t5)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = t7
-        if t10 is None: t10 = Missing('k')
-        if t10.__class__ is str:
-            t11 = t10 == ('data.tokenizer_path')
+        t9 = _binop('+', t8, (' = "<'), env)
+        if t8.__class__ is str:
+            t10 = t8 == ('data.tokenizer_path')
         else:
-            t11 = _compare('==', t10, ('data.tokenizer_path'))
-        if _truth(t11):
-            t12 = ('the Hugging Face tokenizer name or local path')
+            t10 = _compare('==', t8, ('data.tokenizer_path'))
+        if t10:
+            t11 = ('the Hugging Face tokenizer name or local path')
         else:
-            t12 = ('a Hugging Face image-text dataset')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('+', t9, t12, t5)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('+', t13, ('>"'), t5)
-        t1.append(t14)
+            t11 = ('a Hugging Face image-text dataset')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t9, t11, env)
+        t13 = _binop('+', t12, ('>"'), env)
+        t1.append(t13)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
-    return t15
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
+    return t14
 
 def e134(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('lacking')
     if t4 is None: t4 = Missing('lacking')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 7
         if t2.left < 0: _charge(env, 0)
-        t6['k'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('k')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('+', ('--'), t8, t5)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, ('=...'), t5)
+        t9 = _binop('+', ('--'), t8, env)
+        t10 = _binop('+', t9, ('=...'), env)
         t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -4216,9 +4073,14 @@ def e135(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K36
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'vlm' in t6:
@@ -4227,7 +4089,7 @@ def e135(env):
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('names')
             if t10 is None: t10 = Missing('names')
             if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
@@ -4240,10 +4102,10 @@ def e135(env):
                 t12 = t11 > (0)
             else:
                 t12 = _compare('>', t11, (0))
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t9 = t12
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'train' in t6:
                 t14 = t6['train']
                 if t14 is None: t14 = Missing('config.train')
@@ -4263,10 +4125,10 @@ def e135(env):
                 t17 = t16 == ('int')
             else:
                 t17 = _compare('==', t16, ('int'))
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+            t13 = t17
         else:
             t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+        t5 = t13
     else:
         t5 = False
     return t5
@@ -4276,7 +4138,8 @@ def e136(env):
     t2 = env.budget
     t4 = env.lookup('phases')
     if t4 is None: t4 = Missing('phases')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -4292,7 +4155,7 @@ def e136(env):
             if t9 is None: t9 = Missing('p[0]')
         else:
             t9 = index_value(t8, (0), 'p')
-        t10 = call_value(t5, F_max.fn, F_max.cost, False, [t9, (1)])
+        t10 = call_value(env, F_max.fn, F_max.cost, False, [t9, (1)])
         t12 = t5.lookup('config')
         if t12 is None: t12 = Missing('config')
         if t12.__class__ is dict and 'train' in t12:
@@ -4308,92 +4171,82 @@ def e136(env):
         if t10.__class__ is t14.__class__ and (t10.__class__ is int or t10.__class__ is str):
             t11 = t10 <= t14
         else:
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t5, t10, t14)
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t10, t14)
             t11 = _compare('<=', t10, t14)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t16 = []
-            t17 = t5.budget
+            t17 = env.budget
             t19 = t5.lookup('names')
             if t19 is None: t19 = Missing('names')
-            t18 = loop_items(t19)
-            t20 = Env({}, None, t17, t5)
-            t21 = t20.values
+            t18 = t19
+            if t18.__class__ is not list: t18 = loop_items(t18)
             for t22 in t18:
                 t17.left -= 27
-                if t17.left < 0: _charge(t5, 0)
-                t21['n'] = t22
-                t20.let_cache = None
+                if t17.left < 0: _charge(env, 0)
                 t23 = t22
                 if t23 is None: t23 = Missing('n')
-                t25 = t7
-                if t25 is None: t25 = Missing('p')
-                if t25 is None or t25.__class__ is Missing: _need(t25)
-                if t25.__class__ is list and len(t25) > 1:
-                    t26 = t25[1]
-                    if t26 is None: t26 = Missing('p[1]')
+                if t8 is None or t8.__class__ is Missing: _need(t8)
+                if t8.__class__ is list and len(t8) > 1:
+                    t25 = t8[1]
+                    if t25 is None: t25 = Missing('p[1]')
                 else:
-                    t26 = index_value(t25, (1), 'p')
-                t27 = call_value(t20, F_keys.fn, F_keys.cost, False, [t26])
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t20, t23, t27)
-                t24 = _compare('in', t23, t27)
-                if (t24 if t24.__class__ is bool else _truth(t24)):
-                    t29 = t7
-                    if t29 is None: t29 = Missing('p')
-                    if t29 is None or t29.__class__ is Missing: _need(t29)
-                    if t29.__class__ is list and len(t29) > 1:
-                        t30 = t29[1]
-                        if t30 is None: t30 = Missing('p[1]')
+                    t25 = index_value(t8, (1), 'p')
+                t26 = call_value(env, F_keys.fn, F_keys.cost, False, [t25])
+                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t23, t26)
+                t24 = _compare('in', t23, t26)
+                if t24:
+                    if t8 is None or t8.__class__ is Missing: _need(t8)
+                    if t8.__class__ is list and len(t8) > 1:
+                        t28 = t8[1]
+                        if t28 is None: t28 = Missing('p[1]')
                     else:
-                        t30 = index_value(t29, (1), 'p')
-                    if t30 is None or t30.__class__ is Missing: _need(t30)
-                    t31 = t22
-                    if t31 is None: t31 = Missing('n')
-                    if t31 is None or t31.__class__ is Missing: _need(t31)
-                    t32 = index_value(t30, t31, '?')
-                    t20.budget.left -= 1
-                    if t20.budget.left < 0: _charge(t20, 0)
-                    t33 = type_name(t32)
-                    t20.budget.mem -= len(t33)
-                    if t20.budget.mem < 0: _charge_mem(t20, 0)
-                    t35 = K37
-                    if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(t20, t33, t35)
-                    t34 = _compare('in', t33, t35)
-                    t28 = (t34 if t34.__class__ is bool else _truth(t34))
+                        t28 = index_value(t8, (1), 'p')
+                    if t28 is None or t28.__class__ is Missing: _need(t28)
+                    if t23 is None or t23.__class__ is Missing: _need(t23)
+                    t29 = index_value(t28, t23, '?')
+                    env.budget.left -= 1
+                    if env.budget.left < 0: _charge(env, 0)
+                    t30 = type_name(t29)
+                    env.budget.mem -= len(t30)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
+                    t32 = K37
+                    if t30.__class__ is str or t30.__class__ is int:
+                        env.budget.left -= 2
+                        if env.budget.left < 0: _charge(env, 0)
+                        t31 = t30 in t32
+                    else:
+                        if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
+                        t31 = _compare('in', t30, t32)
+                    t27 = t31
                 else:
-                    t28 = False
-                if (t28 if t28.__class__ is bool else _truth(t28)):
-                    t37 = t7
-                    if t37 is None: t37 = Missing('p')
-                    if t37 is None or t37.__class__ is Missing: _need(t37)
-                    if t37.__class__ is list and len(t37) > 1:
-                        t38 = t37[1]
-                        if t38 is None: t38 = Missing('p[1]')
+                    t27 = False
+                if t27:
+                    if t8 is None or t8.__class__ is Missing: _need(t8)
+                    if t8.__class__ is list and len(t8) > 1:
+                        t34 = t8[1]
+                        if t34 is None: t34 = Missing('p[1]')
                     else:
-                        t38 = index_value(t37, (1), 'p')
-                    if t38 is None or t38.__class__ is Missing: _need(t38)
-                    t39 = t22
-                    if t39 is None: t39 = Missing('n')
-                    if t39 is None or t39.__class__ is Missing: _need(t39)
-                    t40 = index_value(t38, t39, '?')
-                    if t40.__class__ is int:
-                        t41 = t40 == (0)
+                        t34 = index_value(t8, (1), 'p')
+                    if t34 is None or t34.__class__ is Missing: _need(t34)
+                    if t23 is None or t23.__class__ is Missing: _need(t23)
+                    t35 = index_value(t34, t23, '?')
+                    if t35.__class__ is int:
+                        t36 = t35 == (0)
                     else:
-                        t41 = _compare('==', t40, (0))
-                    t36 = (t41 if t41.__class__ is bool else _truth(t41))
+                        t36 = _compare('==', t35, (0))
+                    t33 = t36
                 else:
-                    t36 = False
-                t16.append(t36)
+                    t33 = False
+                t16.append(t33)
                 t17.mem -= 1
-                if t17.mem < 0: _charge_mem(t5, 0)
+                if t17.mem < 0: _charge_mem(env, 0)
                 if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t42 = call_value(t5, F_all.fn, F_all.cost, False, [t16])
-            t15 = (t42 if t42.__class__ is bool else _truth(t42))
+            t37 = call_value(env, F_all.fn, F_all.cost, False, [t16])
+            t15 = (t37 if t37.__class__ is bool else _truth(t37))
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t43 = t7
-            if t43 is None: t43 = Missing('p')
-            t1.append(t43)
+        if t15:
+            t1.append(t8)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -4414,59 +4267,50 @@ def e137(env):
         if t6 is None: t6 = Missing('config.data.datasets')
     else:
         t6 = attr_value(t5, 'datasets', 'config.data.datasets')
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 19
         if t2.left < 0: _charge(env, 0)
-        t8['s'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('s')
-        t7.budget.left -= 1
-        if t7.budget.left < 0: _charge(t7, 0)
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
         t11 = type_name(t10)
-        t7.budget.mem -= len(t11)
-        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        env.budget.mem -= len(t11)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         if t11.__class__ is str:
             t12 = t11 == ('table')
         else:
             t12 = _compare('==', t11, ('table'))
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t9
-            if t14 is None: t14 = Missing('s')
-            if t14.__class__ is dict and 'path' in t14:
-                t15 = t14['path']
-                if t15 is None: t15 = Missing('s.path')
+        if t12:
+            if t10.__class__ is dict and 'path' in t10:
+                t14 = t10['path']
+                if t14 is None: t14 = Missing('s.path')
             else:
-                t15 = attr_value(t14, 'path', 's.path')
-            if t15.__class__ is str:
-                t16 = t15 != ('')
+                t14 = attr_value(t10, 'path', 's.path')
+            if t14.__class__ is str:
+                t15 = t14 != ('')
             else:
-                t16 = _compare('!=', t15, (''))
-            if not (t16 if t16.__class__ is bool else _truth(t16)):
-                t18 = t9
-                if t18 is None: t18 = Missing('s')
-                if t18.__class__ is dict and 'hf_name' in t18:
-                    t19 = t18['hf_name']
-                    if t19 is None: t19 = Missing('s.hf_name')
+                t15 = _compare('!=', t14, (''))
+            if not t15:
+                if t10.__class__ is dict and 'hf_name' in t10:
+                    t17 = t10['hf_name']
+                    if t17 is None: t17 = Missing('s.hf_name')
                 else:
-                    t19 = attr_value(t18, 'hf_name', 's.hf_name')
-                if t19.__class__ is str:
-                    t20 = t19 != ('')
+                    t17 = attr_value(t10, 'hf_name', 's.hf_name')
+                if t17.__class__ is str:
+                    t18 = t17 != ('')
                 else:
-                    t20 = _compare('!=', t19, (''))
-                t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                    t18 = _compare('!=', t17, (''))
+                t16 = t18
             else:
-                t17 = True
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = True
+            t13 = t16
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t21 = t9
-            if t21 is None: t21 = Missing('s')
-            t1.append(t21)
+        if t13:
+            t1.append(t10)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -4477,14 +4321,11 @@ def e138(env):
     t2 = env.budget
     t4 = env.lookup('sources')
     if t4 is None: t4 = Missing('sources')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 18
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8.__class__ is dict and 'name' in t8:
@@ -4496,46 +4337,28 @@ def e138(env):
             t10 = t9 != ('')
         else:
             t10 = _compare('!=', t9, (''))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t7
-            if t12 is None: t12 = Missing('s')
-            if t12.__class__ is dict and 'name' in t12:
-                t13 = t12['name']
-                if t13 is None: t13 = Missing('s.name')
-            else:
-                t13 = attr_value(t12, 'name', 's.name')
-            t11 = t13
+        if t10:
+            t11 = t9
         else:
-            t14 = t7
-            if t14 is None: t14 = Missing('s')
-            if t14.__class__ is dict and 'path' in t14:
-                t15 = t14['path']
-                if t15 is None: t15 = Missing('s.path')
+            if t8.__class__ is dict and 'path' in t8:
+                t12 = t8['path']
+                if t12 is None: t12 = Missing('s.path')
             else:
-                t15 = attr_value(t14, 'path', 's.path')
-            if t15.__class__ is str:
-                t16 = t15 != ('')
+                t12 = attr_value(t8, 'path', 's.path')
+            if t12.__class__ is str:
+                t13 = t12 != ('')
             else:
-                t16 = _compare('!=', t15, (''))
-            if (t16 if t16.__class__ is bool else _truth(t16)):
-                t18 = t7
-                if t18 is None: t18 = Missing('s')
-                if t18.__class__ is dict and 'path' in t18:
-                    t19 = t18['path']
-                    if t19 is None: t19 = Missing('s.path')
+                t13 = _compare('!=', t12, (''))
+            if t13:
+                t14 = t12
+            else:
+                if t8.__class__ is dict and 'hf_name' in t8:
+                    t15 = t8['hf_name']
+                    if t15 is None: t15 = Missing('s.hf_name')
                 else:
-                    t19 = attr_value(t18, 'path', 's.path')
-                t17 = t19
-            else:
-                t20 = t7
-                if t20 is None: t20 = Missing('s')
-                if t20.__class__ is dict and 'hf_name' in t20:
-                    t21 = t20['hf_name']
-                    if t21 is None: t21 = Missing('s.hf_name')
-                else:
-                    t21 = attr_value(t20, 'hf_name', 's.hf_name')
-                t17 = t21
-            t11 = t17
+                    t15 = attr_value(t8, 'hf_name', 's.hf_name')
+                t14 = t15
+            t11 = t14
         t1.append(t11)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -4565,7 +4388,7 @@ def e139(env):
         t5 = t4 > (0)
     else:
         t5 = _compare('>', t4, (0))
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         t7 = []
         t8 = env.budget
         if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
@@ -4575,7 +4398,8 @@ def e139(env):
         else:
             t10 = call_value(env, F_len.fn, F_len.cost, False, [t3])
         t11 = call_value(env, F_range.fn, F_range.cost, False, [t10])
-        t9 = loop_items(t11)
+        t9 = t11
+        if t9.__class__ is not list: t9 = loop_items(t9)
         t12 = Env({}, None, t8, env)
         t13 = t12.values
         for t14 in t9:
@@ -4601,191 +4425,147 @@ def e139(env):
             if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = index_value(t18, t19, 'config.data.phases')
             t21 = [t20]
-            t15 = loop_items(t21)
-            t22 = Env({}, None, t8, t12)
-            t23 = t22.values
+            t15 = t21
+            if t15.__class__ is not list: t15 = loop_items(t15)
             for t24 in t15:
                 t8.left -= 44
                 if t8.left < 0: _charge(env, 0)
-                t23['p'] = t24
-                t22.let_cache = None
                 t25 = t24
                 if t25 is None: t25 = Missing('p')
-                t22.budget.left -= 1
-                if t22.budget.left < 0: _charge(t22, 0)
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
                 t26 = type_name(t25)
-                t22.budget.mem -= len(t26)
-                if t22.budget.mem < 0: _charge_mem(t22, 0)
+                env.budget.mem -= len(t26)
+                if env.budget.mem < 0: _charge_mem(env, 0)
                 if t26.__class__ is str:
                     t27 = t26 == ('table')
                 else:
                     t27 = _compare('==', t26, ('table'))
-                if (t27 if t27.__class__ is bool else _truth(t27)):
-                    t29 = t24
-                    if t29 is None: t29 = Missing('p')
-                    if t29.__class__ is dict and 'start_step' in t29:
-                        t30 = t29['start_step']
-                        if t30 is None: t30 = Missing('p.start_step')
+                if t27:
+                    if t25.__class__ is dict and 'start_step' in t25:
+                        t29 = t25['start_step']
+                        if t29 is None: t29 = Missing('p.start_step')
                     else:
-                        t30 = attr_value(t29, 'start_step', 'p.start_step')
-                    t22.budget.left -= 1
-                    if t22.budget.left < 0: _charge(t22, 0)
-                    t31 = type_name(t30)
-                    t22.budget.mem -= len(t31)
-                    if t22.budget.mem < 0: _charge_mem(t22, 0)
-                    if t31.__class__ is str:
-                        t32 = t31 == ('int')
+                        t29 = attr_value(t25, 'start_step', 'p.start_step')
+                    env.budget.left -= 1
+                    if env.budget.left < 0: _charge(env, 0)
+                    t30 = type_name(t29)
+                    env.budget.mem -= len(t30)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
+                    if t30.__class__ is str:
+                        t31 = t30 == ('int')
                     else:
-                        t32 = _compare('==', t31, ('int'))
-                    t28 = (t32 if t32.__class__ is bool else _truth(t32))
+                        t31 = _compare('==', t30, ('int'))
+                    t28 = t31
                 else:
                     t28 = False
-                if (t28 if t28.__class__ is bool else _truth(t28)):
-                    t34 = t24
-                    if t34 is None: t34 = Missing('p')
-                    if t34.__class__ is dict and 'dataset_weights' in t34:
-                        t35 = t34['dataset_weights']
-                        if t35 is None: t35 = Missing('p.dataset_weights')
+                if t28:
+                    if t25.__class__ is dict and 'dataset_weights' in t25:
+                        t33 = t25['dataset_weights']
+                        if t33 is None: t33 = Missing('p.dataset_weights')
                     else:
-                        t35 = attr_value(t34, 'dataset_weights', 'p.dataset_weights')
-                    t22.budget.left -= 1
-                    if t22.budget.left < 0: _charge(t22, 0)
-                    t36 = type_name(t35)
-                    t22.budget.mem -= len(t36)
-                    if t22.budget.mem < 0: _charge_mem(t22, 0)
-                    if t36.__class__ is str:
-                        t37 = t36 == ('table')
+                        t33 = attr_value(t25, 'dataset_weights', 'p.dataset_weights')
+                    env.budget.left -= 1
+                    if env.budget.left < 0: _charge(env, 0)
+                    t34 = type_name(t33)
+                    env.budget.mem -= len(t34)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
+                    if t34.__class__ is str:
+                        t35 = t34 == ('table')
                     else:
-                        t37 = _compare('==', t36, ('table'))
-                    t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                        t35 = _compare('==', t34, ('table'))
+                    t32 = t35
                 else:
-                    t33 = False
-                if (t33 if t33.__class__ is bool else _truth(t33)):
-                    t38 = t24
-                    if t38 is None: t38 = Missing('p')
-                    if t38.__class__ is dict and 'start_step' in t38:
-                        t39 = t38['start_step']
-                        if t39 is None: t39 = Missing('p.start_step')
+                    t32 = False
+                if t32:
+                    t36 = call_value(env, F_str.fn, F_str.cost, True, [t19])
+                    if t36 is None or t36.__class__ is Missing: _need(t36)
+                    t37 = _binop('+', ('data.phases['), t36, env)
+                    t38 = _binop('+', t37, ('].dataset_weights|data.phases['), env)
+                    t39 = call_value(env, F_str.fn, F_str.cost, True, [t19])
+                    if t39 is None or t39.__class__ is Missing: _need(t39)
+                    if t38.__class__ is int and t39.__class__ is int:
+                        t40 = t38 + t39
+                        if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+                    elif t38.__class__ is list and t39.__class__ is list and len(t38) + len(t39) <= MAX_LIST:
+                        t40 = t38 + t39
+                        env.budget.left -= len(t40)
+                        if env.budget.left < 0: _charge(env, 0)
+                        env.budget.mem -= len(t40)
+                        if env.budget.mem < 0: _charge_mem(env, 0)
                     else:
-                        t39 = attr_value(t38, 'start_step', 'p.start_step')
-                    t40 = t24
-                    if t40 is None: t40 = Missing('p')
-                    if t40.__class__ is dict and 'dataset_weights' in t40:
-                        t41 = t40['dataset_weights']
-                        if t41 is None: t41 = Missing('p.dataset_weights')
-                    else:
-                        t41 = attr_value(t40, 'dataset_weights', 'p.dataset_weights')
-                    t42 = t14
-                    if t42 is None: t42 = Missing('i')
-                    t43 = call_value(t22, F_str.fn, F_str.cost, True, [t42])
-                    if t43 is None or t43.__class__ is Missing: _need(t43)
-                    if ('data.phases[').__class__ is int and t43.__class__ is int:
-                        t44 = ('data.phases[') + t43
-                        if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
-                    else:
-                        t44 = _binop('+', ('data.phases['), t43, t22)
-                    if t44 is None or t44.__class__ is Missing: _need(t44)
-                    if t44.__class__ is int and ('].dataset_weights|data.phases[').__class__ is int:
-                        t45 = t44 + ('].dataset_weights|data.phases[')
-                        if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
-                    else:
-                        t45 = _binop('+', t44, ('].dataset_weights|data.phases['), t22)
-                    if t45 is None or t45.__class__ is Missing: _need(t45)
-                    t46 = t14
-                    if t46 is None: t46 = Missing('i')
-                    t47 = call_value(t22, F_str.fn, F_str.cost, True, [t46])
-                    if t47 is None or t47.__class__ is Missing: _need(t47)
-                    if t45.__class__ is int and t47.__class__ is int:
-                        t48 = t45 + t47
-                        if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
-                    else:
-                        t48 = _binop('+', t45, t47, t22)
-                    if t48 is None or t48.__class__ is Missing: _need(t48)
-                    if t48.__class__ is int and (']|data.phases').__class__ is int:
-                        t49 = t48 + (']|data.phases')
-                        if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
-                    else:
-                        t49 = _binop('+', t48, (']|data.phases'), t22)
-                    t50 = [t39, t41, t49]
-                    t7.append(t50)
+                        t40 = _binop('+', t38, t39, env)
+                    t41 = _binop('+', t40, (']|data.phases'), env)
+                    t42 = [t29, t33, t41]
+                    t7.append(t42)
                     t8.mem -= 1
                     if t8.mem < 0: _charge_mem(env, 0)
                     if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
         if t2.__class__ is dict and 'anneal_start_step' in t2:
-            t51 = t2['anneal_start_step']
-            if t51 is None: t51 = Missing('config.data.anneal_start_step')
+            t43 = t2['anneal_start_step']
+            if t43 is None: t43 = Missing('config.data.anneal_start_step')
         else:
-            t51 = attr_value(t2, 'anneal_start_step', 'config.data.anneal_start_step')
+            t43 = attr_value(t2, 'anneal_start_step', 'config.data.anneal_start_step')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t52 = type_name(t51)
-        env.budget.mem -= len(t52)
+        t44 = type_name(t43)
+        env.budget.mem -= len(t44)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t52.__class__ is str:
-            t53 = t52 == ('int')
+        if t44.__class__ is str:
+            t45 = t44 == ('int')
         else:
-            t53 = _compare('==', t52, ('int'))
-        if (t53 if t53.__class__ is bool else _truth(t53)):
-            if t51.__class__ is int:
-                t55 = t51 > (0)
+            t45 = _compare('==', t44, ('int'))
+        if t45:
+            if t43.__class__ is int:
+                t47 = t43 > (0)
             else:
-                t55 = _compare('>', t51, (0))
-            t54 = (t55 if t55.__class__ is bool else _truth(t55))
+                t47 = _compare('>', t43, (0))
+            t46 = t47
         else:
-            t54 = False
-        if (t54 if t54.__class__ is bool else _truth(t54)):
+            t46 = False
+        if t46:
             if t2.__class__ is dict and 'anneal_weights' in t2:
-                t57 = t2['anneal_weights']
-                if t57 is None: t57 = Missing('config.data.anneal_weights')
+                t49 = t2['anneal_weights']
+                if t49 is None: t49 = Missing('config.data.anneal_weights')
             else:
-                t57 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
+                t49 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t58 = type_name(t57)
-            env.budget.mem -= len(t58)
+            t50 = type_name(t49)
+            env.budget.mem -= len(t50)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            if t58.__class__ is str:
-                t59 = t58 == ('table')
+            if t50.__class__ is str:
+                t51 = t50 == ('table')
             else:
-                t59 = _compare('==', t58, ('table'))
-            t56 = (t59 if t59.__class__ is bool else _truth(t59))
+                t51 = _compare('==', t50, ('table'))
+            t48 = t51
         else:
-            t56 = False
-        if (t56 if t56.__class__ is bool else _truth(t56)):
-            if t2.__class__ is dict and 'anneal_weights' in t2:
-                t61 = t2['anneal_weights']
-                if t61 is None: t61 = Missing('config.data.anneal_weights')
-            else:
-                t61 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
-            t62 = call_value(env, F_keys.fn, F_keys.cost, False, [t61])
-            if t62.__class__ is list or t62.__class__ is str or t62.__class__ is dict:
-                t63 = len(t62)
-                env.budget.left -= t63 if t63 > 1 else 1
+            t48 = False
+        if t48:
+            t53 = call_value(env, F_keys.fn, F_keys.cost, False, [t49])
+            if t53.__class__ is list or t53.__class__ is str or t53.__class__ is dict:
+                t54 = len(t53)
+                env.budget.left -= t54 if t54 > 1 else 1
                 if env.budget.left < 0: _charge(env, 0)
             else:
-                t63 = call_value(env, F_len.fn, F_len.cost, False, [t62])
-            if t63.__class__ is int:
-                t64 = t63 > (0)
+                t54 = call_value(env, F_len.fn, F_len.cost, False, [t53])
+            if t54.__class__ is int:
+                t55 = t54 > (0)
             else:
-                t64 = _compare('>', t63, (0))
-            t60 = (t64 if t64.__class__ is bool else _truth(t64))
+                t55 = _compare('>', t54, (0))
+            t52 = t55
         else:
-            t60 = False
-        if (t60 if t60.__class__ is bool else _truth(t60)):
-            if t2.__class__ is dict and 'anneal_weights' in t2:
-                t66 = t2['anneal_weights']
-                if t66 is None: t66 = Missing('config.data.anneal_weights')
-            else:
-                t66 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
-            t67 = [t51, t66, ('data.anneal_weights|data.anneal_start_step')]
-            t68 = [t67]
-            t65 = t68
+            t52 = False
+        if t52:
+            t57 = [t43, t49, ('data.anneal_weights|data.anneal_start_step')]
+            t58 = [t57]
+            t56 = t58
         else:
-            t69 = K38
-            t65 = t69
-        t6 = t65
+            t59 = K38
+            t56 = t59
+        t6 = t56
     return t6
 
 def e140(env):
@@ -4798,7 +4578,7 @@ def e140(env):
         t5 = t4 > (0)
     else:
         t5 = _compare('>', t4, (0))
-    if _truth(t5):
+    if t5:
         t7 = env.lookup('item')
         if t7 is None: t7 = Missing('item')
         if t7 is None or t7.__class__ is Missing: _need(t7)
@@ -4815,7 +4595,6 @@ def e140(env):
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('+', ('data.anneal_weights (from data.anneal_start_step = '), t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = _binop('+', t14, (')'), env)
         t6 = t15
     return t6
@@ -4840,7 +4619,8 @@ def e143(env):
     t2 = env.budget
     t4 = env.lookup('names')
     if t4 is None: t4 = Missing('names')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -4857,7 +4637,7 @@ def e143(env):
         if t10 is None: t10 = Missing('n')
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = index_value(t9, t10, '?')
-        t12 = call_value(t5, F_str.fn, F_str.cost, True, [t11])
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         t1.append(t12)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -4874,9 +4654,14 @@ def e144(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K39
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'vlm' in t6:
@@ -4885,7 +4670,7 @@ def e144(env):
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t7.__class__ is dict and 'module_patterns' in t7:
                 t10 = t7['module_patterns']
                 if t10 is None: t10 = Missing('config.vlm.module_patterns')
@@ -4900,10 +4685,10 @@ def e144(env):
                 t12 = t11 == ('table')
             else:
                 t12 = _compare('==', t11, ('table'))
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t9 = t12
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'train' in t6:
                 t14 = t6['train']
                 if t14 is None: t14 = Missing('config.train')
@@ -4923,28 +4708,18 @@ def e144(env):
                 t17 = t16 == ('int')
             else:
                 t17 = _compare('==', t16, ('int'))
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+            t13 = t17
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            if t6.__class__ is dict and 'train' in t6:
-                t19 = t6['train']
-                if t19 is None: t19 = Missing('config.train')
+        if t13:
+            if t15.__class__ is int:
+                t19 = t15 >= (1)
             else:
-                t19 = attr_value(t6, 'train', 'config.train')
-            if t19.__class__ is dict and 'max_steps' in t19:
-                t20 = t19['max_steps']
-                if t20 is None: t20 = Missing('config.train.max_steps')
-            else:
-                t20 = attr_value(t19, 'max_steps', 'config.train.max_steps')
-            if t20.__class__ is int:
-                t21 = t20 >= (1)
-            else:
-                t21 = _compare('>=', t20, (1))
-            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+                t19 = _compare('>=', t15, (1))
+            t18 = t19
         else:
             t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+        t5 = t18
     else:
         t5 = False
     return t5
@@ -4958,7 +4733,7 @@ def e145(env):
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('base')
         if t5 is None: t5 = Missing('base')
         if t5 is None or t5.__class__ is Missing: _need(t5)
@@ -4968,6 +4743,12 @@ def e145(env):
         if t5.__class__ is int and t6.__class__ is int:
             t7 = t5 + t6
             if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        elif t5.__class__ is list and t6.__class__ is list and len(t5) + len(t6) <= MAX_LIST:
+            t7 = t5 + t6
+            env.budget.left -= len(t7)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t7)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
             t7 = _binop('+', t5, t6, env)
         t4 = t7
@@ -5014,10 +4795,11 @@ def e147(env):
         t5 = t4 == ('list')
     else:
         t5 = _compare('==', t4, ('list'))
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         t7 = []
         t8 = env.budget
-        t9 = loop_items(t3)
+        t9 = t3
+        if t9.__class__ is not list: t9 = loop_items(t9)
         t10 = Env({}, None, t8, env)
         t11 = t10.values
         for t12 in t9:
@@ -5027,67 +4809,51 @@ def e147(env):
             t10.let_cache = None
             t13 = t12
             if t13 is None: t13 = Missing('s')
-            t10.budget.left -= 1
-            if t10.budget.left < 0: _charge(t10, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t14 = type_name(t13)
-            t10.budget.mem -= len(t14)
-            if t10.budget.mem < 0: _charge_mem(t10, 0)
+            env.budget.mem -= len(t14)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             if t14.__class__ is str:
                 t15 = t14 == ('table')
             else:
                 t15 = _compare('==', t14, ('table'))
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t17 = t12
-                if t17 is None: t17 = Missing('s')
-                if t17.__class__ is dict and 'module' in t17:
-                    t18 = t17['module']
-                    if t18 is None: t18 = Missing('s.module')
+            if t15:
+                if t13.__class__ is dict and 'module' in t13:
+                    t17 = t13['module']
+                    if t17 is None: t17 = Missing('s.module')
                 else:
-                    t18 = attr_value(t17, 'module', 's.module')
-                t10.budget.left -= 1
-                if t10.budget.left < 0: _charge(t10, 0)
-                t19 = type_name(t18)
-                t10.budget.mem -= len(t19)
-                if t10.budget.mem < 0: _charge_mem(t10, 0)
-                if t19.__class__ is str:
-                    t20 = t19 == ('string')
+                    t17 = attr_value(t13, 'module', 's.module')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t18 = type_name(t17)
+                env.budget.mem -= len(t18)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t18.__class__ is str:
+                    t19 = t18 == ('string')
                 else:
-                    t20 = _compare('==', t19, ('string'))
-                t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                    t19 = _compare('==', t18, ('string'))
+                t16 = t19
             else:
                 t16 = False
-            if (t16 if t16.__class__ is bool else _truth(t16)):
-                t22 = t12
-                if t22 is None: t22 = Missing('s')
-                if t22.__class__ is dict and 'module' in t22:
-                    t23 = t22['module']
-                    if t23 is None: t23 = Missing('s.module')
-                else:
-                    t23 = attr_value(t22, 'module', 's.module')
-                t25 = t10.lookup('aliases')
-                if t25 is None: t25 = Missing('aliases')
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t10, t23, t25)
-                t24 = _compare('not in', t23, t25)
-                t21 = (t24 if t24.__class__ is bool else _truth(t24))
+            if t16:
+                t22 = t10.lookup('aliases')
+                if t22 is None: t22 = Missing('aliases')
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t17, t22)
+                t21 = _compare('not in', t17, t22)
+                t20 = t21
             else:
-                t21 = False
-            if (t21 if t21.__class__ is bool else _truth(t21)):
-                t26 = t12
-                if t26 is None: t26 = Missing('s')
-                if t26.__class__ is dict and 'module' in t26:
-                    t27 = t26['module']
-                    if t27 is None: t27 = Missing('s.module')
-                else:
-                    t27 = attr_value(t26, 'module', 's.module')
-                t28 = [t27, (0), ('base'), ('vlm.freeze|vlm')]
-                t7.append(t28)
+                t20 = False
+            if t20:
+                t23 = [t17, (0), ('base'), ('vlm.freeze|vlm')]
+                t7.append(t23)
                 t8.mem -= 1
                 if t8.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t29 = K41
-        t6 = t29
+        t24 = K41
+        t6 = t24
     return t6
 
 def e148(env):
@@ -5112,10 +4878,11 @@ def e148(env):
         t5 = t4 == ('list')
     else:
         t5 = _compare('==', t4, ('list'))
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         t7 = []
         t8 = env.budget
-        t9 = loop_items(t3)
+        t9 = t3
+        if t9.__class__ is not list: t9 = loop_items(t9)
         t10 = Env({}, None, t8, env)
         t11 = t10.values
         for t12 in t9:
@@ -5125,94 +4892,81 @@ def e148(env):
             t10.let_cache = None
             t13 = t12
             if t13 is None: t13 = Missing('st')
-            t10.budget.left -= 1
-            if t10.budget.left < 0: _charge(t10, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t14 = type_name(t13)
-            t10.budget.mem -= len(t14)
-            if t10.budget.mem < 0: _charge_mem(t10, 0)
+            env.budget.mem -= len(t14)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             if t14.__class__ is str:
                 t15 = t14 == ('table')
             else:
                 t15 = _compare('==', t14, ('table'))
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t17 = t12
-                if t17 is None: t17 = Missing('st')
-                if t17.__class__ is dict and 'start_step' in t17:
-                    t18 = t17['start_step']
-                    if t18 is None: t18 = Missing('st.start_step')
+            if t15:
+                if t13.__class__ is dict and 'start_step' in t13:
+                    t17 = t13['start_step']
+                    if t17 is None: t17 = Missing('st.start_step')
                 else:
-                    t18 = attr_value(t17, 'start_step', 'st.start_step')
-                t10.budget.left -= 1
-                if t10.budget.left < 0: _charge(t10, 0)
-                t19 = type_name(t18)
-                t10.budget.mem -= len(t19)
-                if t10.budget.mem < 0: _charge_mem(t10, 0)
-                if t19.__class__ is str:
-                    t20 = t19 == ('int')
+                    t17 = attr_value(t13, 'start_step', 'st.start_step')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t18 = type_name(t17)
+                env.budget.mem -= len(t18)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t18.__class__ is str:
+                    t19 = t18 == ('int')
                 else:
-                    t20 = _compare('==', t19, ('int'))
-                t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                    t19 = _compare('==', t18, ('int'))
+                t16 = t19
             else:
                 t16 = False
-            if (t16 if t16.__class__ is bool else _truth(t16)):
-                t22 = t12
-                if t22 is None: t22 = Missing('st')
-                if t22.__class__ is dict and 'start_step' in t22:
-                    t23 = t22['start_step']
-                    if t23 is None: t23 = Missing('st.start_step')
+            if t16:
+                t22 = t10.lookup('config')
+                if t22 is None: t22 = Missing('config')
+                if t22.__class__ is dict and 'train' in t22:
+                    t23 = t22['train']
+                    if t23 is None: t23 = Missing('config.train')
                 else:
-                    t23 = attr_value(t22, 'start_step', 'st.start_step')
-                t25 = t10.lookup('config')
-                if t25 is None: t25 = Missing('config')
-                if t25.__class__ is dict and 'train' in t25:
-                    t26 = t25['train']
-                    if t26 is None: t26 = Missing('config.train')
+                    t23 = attr_value(t22, 'train', 'config.train')
+                if t23.__class__ is dict and 'max_steps' in t23:
+                    t24 = t23['max_steps']
+                    if t24 is None: t24 = Missing('config.train.max_steps')
                 else:
-                    t26 = attr_value(t25, 'train', 'config.train')
-                if t26.__class__ is dict and 'max_steps' in t26:
-                    t27 = t26['max_steps']
-                    if t27 is None: t27 = Missing('config.train.max_steps')
+                    t24 = attr_value(t23, 'max_steps', 'config.train.max_steps')
+                if t17.__class__ is t24.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                    t21 = t17 <= t24
                 else:
-                    t27 = attr_value(t26, 'max_steps', 'config.train.max_steps')
-                if t23.__class__ is t27.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                    t24 = t23 <= t27
-                else:
-                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t10, t23, t27)
-                    t24 = _compare('<=', t23, t27)
-                t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t17, t24)
+                    t21 = _compare('<=', t17, t24)
+                t20 = t21
             else:
-                t21 = False
-            if (t21 if t21.__class__ is bool else _truth(t21)):
-                t29 = t12
-                if t29 is None: t29 = Missing('st')
-                if t29.__class__ is dict and 'specs' in t29:
-                    t30 = t29['specs']
-                    if t30 is None: t30 = Missing('st.specs')
+                t20 = False
+            if t20:
+                if t13.__class__ is dict and 'specs' in t13:
+                    t26 = t13['specs']
+                    if t26 is None: t26 = Missing('st.specs')
                 else:
-                    t30 = attr_value(t29, 'specs', 'st.specs')
-                t10.budget.left -= 1
-                if t10.budget.left < 0: _charge(t10, 0)
-                t31 = type_name(t30)
-                t10.budget.mem -= len(t31)
-                if t10.budget.mem < 0: _charge_mem(t10, 0)
-                if t31.__class__ is str:
-                    t32 = t31 == ('list')
+                    t26 = attr_value(t13, 'specs', 'st.specs')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t27 = type_name(t26)
+                env.budget.mem -= len(t27)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t27.__class__ is str:
+                    t28 = t27 == ('list')
                 else:
-                    t32 = _compare('==', t31, ('list'))
-                t28 = (t32 if t32.__class__ is bool else _truth(t32))
+                    t28 = _compare('==', t27, ('list'))
+                t25 = t28
             else:
-                t28 = False
-            if (t28 if t28.__class__ is bool else _truth(t28)):
-                t33 = t12
-                if t33 is None: t33 = Missing('st')
-                t7.append(t33)
+                t25 = False
+            if t25:
+                t7.append(t13)
                 t8.mem -= 1
                 if t8.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t34 = K42
-        t6 = t34
+        t29 = K42
+        t6 = t29
     return t6
 
 def e149(env):
@@ -5220,7 +4974,8 @@ def e149(env):
     t2 = env.budget
     t4 = env.lookup('stages')
     if t4 is None: t4 = Missing('stages')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -5235,7 +4990,8 @@ def e149(env):
             if t10 is None: t10 = Missing('st.specs')
         else:
             t10 = attr_value(t9, 'specs', 'st.specs')
-        t8 = loop_items(t10)
+        t8 = t10
+        if t8.__class__ is not list: t8 = loop_items(t8)
         t11 = Env({}, None, t2, t5)
         t12 = t11.values
         for t13 in t8:
@@ -5245,87 +5001,53 @@ def e149(env):
             t11.let_cache = None
             t14 = t13
             if t14 is None: t14 = Missing('s')
-            t11.budget.left -= 1
-            if t11.budget.left < 0: _charge(t11, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t15 = type_name(t14)
-            t11.budget.mem -= len(t15)
-            if t11.budget.mem < 0: _charge_mem(t11, 0)
+            env.budget.mem -= len(t15)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             if t15.__class__ is str:
                 t16 = t15 == ('table')
             else:
                 t16 = _compare('==', t15, ('table'))
-            if (t16 if t16.__class__ is bool else _truth(t16)):
-                t18 = t13
-                if t18 is None: t18 = Missing('s')
-                if t18.__class__ is dict and 'module' in t18:
-                    t19 = t18['module']
-                    if t19 is None: t19 = Missing('s.module')
+            if t16:
+                if t14.__class__ is dict and 'module' in t14:
+                    t18 = t14['module']
+                    if t18 is None: t18 = Missing('s.module')
                 else:
-                    t19 = attr_value(t18, 'module', 's.module')
-                t11.budget.left -= 1
-                if t11.budget.left < 0: _charge(t11, 0)
-                t20 = type_name(t19)
-                t11.budget.mem -= len(t20)
-                if t11.budget.mem < 0: _charge_mem(t11, 0)
-                if t20.__class__ is str:
-                    t21 = t20 == ('string')
+                    t18 = attr_value(t14, 'module', 's.module')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t19 = type_name(t18)
+                env.budget.mem -= len(t19)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t19.__class__ is str:
+                    t20 = t19 == ('string')
                 else:
-                    t21 = _compare('==', t20, ('string'))
-                t17 = (t21 if t21.__class__ is bool else _truth(t21))
+                    t20 = _compare('==', t19, ('string'))
+                t17 = t20
             else:
                 t17 = False
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t23 = t13
-                if t23 is None: t23 = Missing('s')
-                if t23.__class__ is dict and 'module' in t23:
-                    t24 = t23['module']
-                    if t24 is None: t24 = Missing('s.module')
-                else:
-                    t24 = attr_value(t23, 'module', 's.module')
-                t26 = t11.lookup('aliases')
-                if t26 is None: t26 = Missing('aliases')
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t11, t24, t26)
-                t25 = _compare('not in', t24, t26)
-                t22 = (t25 if t25.__class__ is bool else _truth(t25))
+            if t17:
+                t23 = t11.lookup('aliases')
+                if t23 is None: t23 = Missing('aliases')
+                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t18, t23)
+                t22 = _compare('not in', t18, t23)
+                t21 = t22
             else:
-                t22 = False
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t27 = t13
-                if t27 is None: t27 = Missing('s')
-                if t27.__class__ is dict and 'module' in t27:
-                    t28 = t27['module']
-                    if t28 is None: t28 = Missing('s.module')
+                t21 = False
+            if t21:
+                if t9.__class__ is dict and 'start_step' in t9:
+                    t24 = t9['start_step']
+                    if t24 is None: t24 = Missing('st.start_step')
                 else:
-                    t28 = attr_value(t27, 'module', 's.module')
-                t29 = t7
-                if t29 is None: t29 = Missing('st')
-                if t29.__class__ is dict and 'start_step' in t29:
-                    t30 = t29['start_step']
-                    if t30 is None: t30 = Missing('st.start_step')
-                else:
-                    t30 = attr_value(t29, 'start_step', 'st.start_step')
-                t31 = t7
-                if t31 is None: t31 = Missing('st')
-                if t31.__class__ is dict and 'start_step' in t31:
-                    t32 = t31['start_step']
-                    if t32 is None: t32 = Missing('st.start_step')
-                else:
-                    t32 = attr_value(t31, 'start_step', 'st.start_step')
-                t33 = call_value(t11, F_str.fn, F_str.cost, True, [t32])
-                if t33 is None or t33.__class__ is Missing: _need(t33)
-                if ('FreezeStage(start_step=').__class__ is int and t33.__class__ is int:
-                    t34 = ('FreezeStage(start_step=') + t33
-                    if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
-                else:
-                    t34 = _binop('+', ('FreezeStage(start_step='), t33, t11)
-                if t34 is None or t34.__class__ is Missing: _need(t34)
-                if t34.__class__ is int and (')').__class__ is int:
-                    t35 = t34 + (')')
-                    if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
-                else:
-                    t35 = _binop('+', t34, (')'), t11)
-                t36 = [t28, t30, t35, ('vlm.freeze_schedule|vlm')]
-                t1.append(t36)
+                    t24 = attr_value(t9, 'start_step', 'st.start_step')
+                t25 = call_value(env, F_str.fn, F_str.cost, True, [t24])
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                t26 = _binop('+', ('FreezeStage(start_step='), t25, env)
+                t27 = _binop('+', t26, (')'), env)
+                t28 = [t18, t24, t27, ('vlm.freeze_schedule|vlm')]
+                t1.append(t28)
                 t2.mem -= 1
                 if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -5337,7 +5059,8 @@ def e150(env):
     t4 = env.lookup('aliases')
     if t4 is None: t4 = Missing('aliases')
     t5 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
-    t3 = loop_items(t5)
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
     for t8 in t3:
@@ -5354,32 +5077,34 @@ def e150(env):
         if t9.__class__ is int and t10.__class__ is int:
             t11 = t9 + t10
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        elif t9.__class__ is list and t10.__class__ is list and len(t9) + len(t10) <= MAX_LIST:
+            t11 = t9 + t10
+            env.budget.left -= len(t11)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t11)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t11 = _binop('+', t9, t10, t6)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
+            t11 = _binop('+', t9, t10, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
         if t11.__class__ is int and t9.__class__ is int:
             t12 = t11 + t9
             if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        elif t11.__class__ is list and t9.__class__ is list and len(t11) + len(t9) <= MAX_LIST:
+            t12 = t11 + t9
+            env.budget.left -= len(t12)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t12)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t12 = _binop('+', t11, t9, t6)
+            t12 = _binop('+', t11, t9, env)
         t1.append(t12)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     t13 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     if t13 is None or t13.__class__ is Missing: _need(t13)
-    if ('[').__class__ is int and t13.__class__ is int:
-        t14 = ('[') + t13
-        if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-    else:
-        t14 = _binop('+', ('['), t13, env)
-    if t14 is None or t14.__class__ is Missing: _need(t14)
-    if t14.__class__ is int and (']').__class__ is int:
-        t15 = t14 + (']')
-        if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-    else:
-        t15 = _binop('+', t14, (']'), env)
+    t14 = _binop('+', ('['), t13, env)
+    t15 = _binop('+', t14, (']'), env)
     return t15
 
 def e151(env):
@@ -5391,7 +5116,7 @@ def e151(env):
         t3 = t2 == ('base')
     else:
         t3 = _compare('==', t2, ('base'))
-    if _truth(t3):
+    if t3:
         t4 = ('vlm.freeze')
     else:
         if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5435,7 +5160,7 @@ def e156(env):
     t4 = K43
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
-    if _truth(t3):
+    if t3:
         t5 = ('')
     else:
         t5 = (', or name its parameters under a new alias in [vlm.module_patterns] (the table replaces the default one: keep the aliases you use)')

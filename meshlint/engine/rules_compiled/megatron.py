@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -88,7 +88,11 @@ def e0(env):
     else:
         t3 = attr_value(t2, 'model_size', 'megatron.model_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t1, t3, env)
+    if t1.__class__ is int and t3.__class__ is int and t3:
+        t4 = t1 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t1, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -104,9 +108,14 @@ def e1(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K0
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('world_known')
         if t6 is None: t6 = Missing('world_known')
         if (t6 if t6.__class__ is bool else _truth(t6)):
@@ -118,10 +127,10 @@ def e1(env):
             else:
                 t9 = attr_value(t8, 'model_size', 'megatron.model_size')
             t10 = not (t9 is None or t9.__class__ is Missing)
-            t7 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = t10
         else:
             t7 = False
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -139,7 +148,7 @@ def e3(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'pp', 'keys.pp')
@@ -151,7 +160,7 @@ def e3(env):
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if _truth(t7):
+        if t7:
             t9 = env.lookup('keys')
             if t9 is None: t9 = Missing('keys')
             t10 = attr_value(t9, 'tp', 'keys.tp')
@@ -176,7 +185,11 @@ def e4(env):
     else:
         t3 = attr_value(t2, 'expert_size', 'megatron.expert_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t1, t3, env)
+    if t1.__class__ is int and t3.__class__ is int and t3:
+        t4 = t1 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t1, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -192,9 +205,14 @@ def e5(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K1
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('world_known')
         if t6 is None: t6 = Missing('world_known')
         if (t6 if t6.__class__ is bool else _truth(t6)):
@@ -206,30 +224,32 @@ def e5(env):
             else:
                 t9 = attr_value(t8, 'expert_size', 'megatron.expert_size')
             t10 = not (t9 is None or t9.__class__ is Missing)
-            t7 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = t10
         else:
             t7 = False
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t12 = env.lookup('world_size')
             if t12 is None: t12 = Missing('world_size')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = env.lookup('megatron')
-            if t13 is None: t13 = Missing('megatron')
-            if t13.__class__ is dict and 'model_size' in t13:
-                t14 = t13['model_size']
-                if t14 is None: t14 = Missing('megatron.model_size')
+            if t8.__class__ is dict and 'model_size' in t8:
+                t13 = t8['model_size']
+                if t13 is None: t13 = Missing('megatron.model_size')
             else:
-                t14 = attr_value(t13, 'model_size', 'megatron.model_size')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = _binop('%', t12, t14, env)
-            if t15.__class__ is int:
-                t16 = t15 == (0)
+                t13 = attr_value(t8, 'model_size', 'megatron.model_size')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            if t12.__class__ is int and t13.__class__ is int and t13:
+                t14 = t12 % t13
+                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
             else:
-                t16 = _compare('==', t15, (0))
-            t11 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = _binop('%', t12, t13, env)
+            if t14.__class__ is int:
+                t15 = t14 == (0)
+            else:
+                t15 = _compare('==', t14, (0))
+            t11 = t15
         else:
             t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+        t5 = t11
     else:
         t5 = False
     return t5
@@ -251,14 +271,14 @@ def e6(env):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -278,13 +298,16 @@ def e7(env):
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
         t4 = _binop('*', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t1, t4, env)
+    if t1.__class__ is int and t4.__class__ is int and t4:
+        t5 = t1 % t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('%', t1, t4, env)
     if t5.__class__ is int:
         t6 = t5 == (0)
     else:
         t6 = _compare('==', t5, (0))
-    if (t6 if t6.__class__ is bool else _truth(t6)):
+    if t6:
         t8 = []
         t9 = env.budget
         if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -295,10 +318,14 @@ def e7(env):
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
             t11 = _binop('*', t2, t3, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = _binop('//', t1, t11, env)
+        if t1.__class__ is int and t11.__class__ is int and t11:
+            t12 = t1 // t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        else:
+            t12 = _binop('//', t1, t11, env)
         t13 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t12])
-        t10 = loop_items(t13)
+        t10 = t13
+        if t10.__class__ is not list: t10 = loop_items(t10)
         t14 = Env({}, None, t9, env)
         t15 = t14.values
         for t16 in t10:
@@ -314,24 +341,28 @@ def e7(env):
             else:
                 t18 = attr_value(t17, 'num_experts', 'model.num_experts')
             t19 = (t18 is None or t18.__class__ is Missing)
-            if not (t19 if t19.__class__ is bool else _truth(t19)):
+            if not t19:
                 if t18 is None or t18.__class__ is Missing: _need(t18)
                 t21 = t16
                 if t21 is None: t21 = Missing('e')
                 if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = _binop('%', t18, t21, t14)
+                if t18.__class__ is int and t21.__class__ is int and t21:
+                    t22 = t18 % t21
+                    if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+                else:
+                    t22 = _binop('%', t18, t21, env)
                 if t22.__class__ is int:
                     t23 = t22 == (0)
                 else:
                     t23 = _compare('==', t22, (0))
-                t20 = (t23 if t23.__class__ is bool else _truth(t23))
+                t20 = t23
             else:
                 t20 = True
-            if (t20 if t20.__class__ is bool else _truth(t20)):
+            if t20:
                 t25 = t14.lookup('mapped')
                 if t25 is None: t25 = Missing('mapped')
                 t26 = not (t25 if t25.__class__ is bool else _truth(t25))
-                if not (t26 if t26.__class__ is bool else _truth(t26)):
+                if not t26:
                     t28 = t14.lookup('etp')
                     if t28 is None: t28 = Missing('etp')
                     if t28 is None or t28.__class__ is Missing: _need(t28)
@@ -342,7 +373,7 @@ def e7(env):
                         t30 = t28 * t29
                         if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
                     else:
-                        t30 = _binop('*', t28, t29, t14)
+                        t30 = _binop('*', t28, t29, env)
                     t32 = t14.lookup('tp')
                     if t32 is None: t32 = Missing('tp')
                     if t32 is None or t32.__class__ is Missing: _need(t32)
@@ -353,19 +384,19 @@ def e7(env):
                         t34 = t32 * t33
                         if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
                     else:
-                        t34 = _binop('*', t32, t33, t14)
+                        t34 = _binop('*', t32, t33, env)
                     if t30.__class__ is t34.__class__ and (t30.__class__ is int or t30.__class__ is str):
                         t31 = t30 == t34
                     else:
-                        if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t14, t30, t34)
+                        if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(env, t30, t34)
                         t31 = _compare('==', t30, t34)
-                    t27 = (t31 if t31.__class__ is bool else _truth(t31))
+                    t27 = t31
                 else:
                     t27 = True
-                t24 = (t27 if t27.__class__ is bool else _truth(t27))
+                t24 = t27
             else:
                 t24 = False
-            if (t24 if t24.__class__ is bool else _truth(t24)):
+            if t24:
                 t35 = t16
                 if t35 is None: t35 = Missing('e')
                 t8.append(t35)
@@ -393,13 +424,16 @@ def e8(env):
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
         t4 = _binop('*', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t1, t4, env)
+    if t1.__class__ is int and t4.__class__ is int and t4:
+        t5 = t1 % t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('%', t1, t4, env)
     if t5.__class__ is int:
         t6 = t5 == (0)
     else:
         t6 = _compare('==', t5, (0))
-    if (t6 if t6.__class__ is bool else _truth(t6)):
+    if t6:
         t8 = []
         t9 = env.budget
         if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -410,10 +444,14 @@ def e8(env):
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
             t11 = _binop('*', t2, t3, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = _binop('//', t1, t11, env)
+        if t1.__class__ is int and t11.__class__ is int and t11:
+            t12 = t1 // t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        else:
+            t12 = _binop('//', t1, t11, env)
         t13 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t12])
-        t10 = loop_items(t13)
+        t10 = t13
+        if t10.__class__ is not list: t10 = loop_items(t10)
         t14 = Env({}, None, t9, env)
         t15 = t14.values
         for t16 in t10:
@@ -424,7 +462,7 @@ def e8(env):
             t17 = t14.lookup('mapped')
             if t17 is None: t17 = Missing('mapped')
             t18 = not (t17 if t17.__class__ is bool else _truth(t17))
-            if not (t18 if t18.__class__ is bool else _truth(t18)):
+            if not t18:
                 t20 = t16
                 if t20 is None: t20 = Missing('e')
                 if t20 is None or t20.__class__ is Missing: _need(t20)
@@ -435,7 +473,7 @@ def e8(env):
                     t22 = t20 * t21
                     if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
                 else:
-                    t22 = _binop('*', t20, t21, t14)
+                    t22 = _binop('*', t20, t21, env)
                 t24 = t14.lookup('tp')
                 if t24 is None: t24 = Missing('tp')
                 if t24 is None or t24.__class__ is Missing: _need(t24)
@@ -446,16 +484,16 @@ def e8(env):
                     t26 = t24 * t25
                     if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
                 else:
-                    t26 = _binop('*', t24, t25, t14)
+                    t26 = _binop('*', t24, t25, env)
                 if t22.__class__ is t26.__class__ and (t22.__class__ is int or t22.__class__ is str):
                     t23 = t22 == t26
                 else:
-                    if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t14, t22, t26)
+                    if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t22, t26)
                     t23 = _compare('==', t22, t26)
-                t19 = (t23 if t23.__class__ is bool else _truth(t23))
+                t19 = t23
             else:
                 t19 = True
-            if (t19 if t19.__class__ is bool else _truth(t19)):
+            if t19:
                 t27 = t16
                 if t27 is None: t27 = Missing('e')
                 t8.append(t27)
@@ -497,7 +535,7 @@ def e11(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'ep', 'keys.ep')
@@ -517,13 +555,11 @@ def e12(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('ep in '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' (each divides world ÷ (etp·pp) = '), env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = env.lookup('world_size')
         if t8 is None: t8 = Missing('world_size')
         if t8 is None or t8.__class__ is Missing: _need(t8)
@@ -534,28 +570,24 @@ def e12(env):
         if t10 is None: t10 = Missing('pp')
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('*', t9, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('//', t8, t11, env)
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('+', t7, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = env.lookup('model')
         if t15 is None: t15 = Missing('model')
         t16 = attr_value(t15, 'num_experts', 'model.num_experts')
         t17 = not (t16 is None or t16.__class__ is Missing)
-        if _truth(t17):
+        if t17:
             t19 = call_value(env, F_str.fn, F_str.cost, True, [t16])
             if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = _binop('+', (' and the '), t19, env)
-            if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = _binop('+', t20, (' experts'), env)
             t18 = t21
         else:
             t18 = ('')
         if t18 is None or t18.__class__ is Missing: _need(t18)
         t22 = _binop('+', t14, t18, env)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
         t23 = _binop('+', t22, (')'), env)
         t4 = t23
     else:
@@ -564,9 +596,7 @@ def e12(env):
         t25 = call_value(env, F_str.fn, F_str.cost, True, [t24])
         if t25 is None or t25.__class__ is Missing: _need(t25)
         t26 = _binop('+', ('no ep does with etp = '), t25, env)
-        if t26 is None or t26.__class__ is Missing: _need(t26)
         t27 = _binop('+', t26, (' and pp = '), env)
-        if t27 is None or t27.__class__ is Missing: _need(t27)
         t28 = env.lookup('pp')
         if t28 is None: t28 = Missing('pp')
         t29 = call_value(env, F_str.fn, F_str.cost, True, [t28])
@@ -583,13 +613,11 @@ def e13(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', (', or etp in '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' with ep = '), env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = env.lookup('ep')
         if t8 is None: t8 = Missing('ep')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
@@ -615,11 +643,10 @@ def e15(env):
     else:
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>=', t1, t3)
-    if _truth(t2):
+    if t2:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         if t3 is None or t3.__class__ is Missing: _need(t3)
         t5 = _binop('//', t1, t3, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
         if t3 is None or t3.__class__ is Missing: _need(t3)
         t6 = _binop('*', t5, t3, env)
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
@@ -638,9 +665,7 @@ def e16(env):
     if t2 is None: t2 = Missing('step')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t5 = _binop('*', t4, t2, env)
     return t5
@@ -659,7 +684,7 @@ def e17(env):
     else:
         t3 = attr_value(t2, 'use_tp_pp_dp_mapping', 'megatron.args.use_tp_pp_dp_mapping')
     t4 = not (t3 if t3.__class__ is bool else _truth(t3))
-    if not (t4 if t4.__class__ is bool else _truth(t4)):
+    if not t4:
         if t1.__class__ is dict and 'edp' in t1:
             t6 = t1['edp']
             if t6 is None: t6 = Missing('megatron.edp')
@@ -675,7 +700,7 @@ def e17(env):
         else:
             if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t10 = env.lookup('etp')
             if t10 is None: t10 = Missing('etp')
             if t10 is None or t10.__class__ is Missing: _need(t10)
@@ -703,10 +728,10 @@ def e17(env):
             else:
                 if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t12, t16)
                 t13 = _compare('==', t12, t16)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+            t9 = t13
         else:
             t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = True
     return t5
@@ -720,9 +745,14 @@ def e18(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K4
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'order' in t6:
@@ -731,27 +761,27 @@ def e18(env):
         else:
             t7 = attr_value(t6, 'order', 'megatron.order')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'edp' in t6:
                 t10 = t6['edp']
                 if t10 is None: t10 = Missing('megatron.edp')
             else:
                 t10 = attr_value(t6, 'edp', 'megatron.edp')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t13 = env.lookup('pp')
             if t13 is None: t13 = Missing('pp')
             if t13.__class__ is int:
                 t14 = t13 > (1)
             else:
                 t14 = _compare('>', t13, (1))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = t14
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -804,9 +834,14 @@ def e24(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K5
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -820,7 +855,7 @@ def e24(env):
         else:
             t8 = attr_value(t7, 'num_layers', 'megatron.args.num_layers')
         t9 = not (t8 is None or t8.__class__ is Missing)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -833,7 +868,7 @@ def e25(env):
         t3 = t2 == ('arguments.py:579')
     else:
         t3 = _compare('==', t2, ('arguments.py:579'))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('pp')
         if t5 is None: t5 = Missing('pp')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
@@ -845,7 +880,7 @@ def e25(env):
             t8 = t2 == ('arguments.py:575')
         else:
             t8 = _compare('==', t2, ('arguments.py:575'))
-        if _truth(t8):
+        if t8:
             t10 = env.lookup('pp')
             if t10 is None: t10 = Missing('pp')
             t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
@@ -859,22 +894,18 @@ def e25(env):
             t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
             if t15 is None or t15.__class__ is Missing: _need(t15)
             t16 = _binop('+', ('the '), t15, env)
-            if t16 is None or t16.__class__ is Missing: _need(t16)
             t17 = _binop('+', t16, (' layers cannot be split over pp = '), env)
-            if t17 is None or t17.__class__ is Missing: _need(t17)
             t18 = env.lookup('pp')
             if t18 is None: t18 = Missing('pp')
             t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
             if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = _binop('+', t17, t19, env)
-            if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = attr_value(t1, 'vp', 'megatron.vp')
             t22 = not (t21 is None or t21.__class__ is Missing)
-            if _truth(t22):
+            if t22:
                 t24 = call_value(env, F_str.fn, F_str.cost, True, [t21])
                 if t24 is None or t24.__class__ is Missing: _need(t24)
                 t25 = _binop('+', (' with '), t24, env)
-                if t25 is None or t25.__class__ is Missing: _need(t25)
                 t26 = _binop('+', t25, (' virtual stages per rank'), env)
                 t23 = t26
             else:
@@ -911,128 +942,113 @@ def e29(env):
         t3 = t2 == ('arguments.py:579')
     else:
         t3 = _compare('==', t2, ('arguments.py:579'))
-    if _truth(t3):
+    if t3:
         t5 = []
         t6 = env.budget
         t8 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-        t7 = loop_items(t8)
-        t9 = Env({}, None, t6, env)
-        t10 = t9.values
+        t7 = t8
+        if t7.__class__ is not list: t7 = loop_items(t7)
         for t11 in t7:
             t6.left -= 7
             if t6.left < 0: _charge(env, 0)
-            t10['p'] = t11
-            t9.let_cache = None
             t12 = t11
             if t12 is None: t12 = Missing('p')
             if t12.__class__ is int:
                 t13 = t12 > (2)
             else:
                 t13 = _compare('>', t12, (2))
-            if _truth(t13):
-                t14 = t11
-                if t14 is None: t14 = Missing('p')
-                t5.append(t14)
+            if t13:
+                t5.append(t12)
                 t6.mem -= 1
                 if t6.mem < 0: _charge_mem(env, 0)
                 if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t15 = call_value(env, F_len.fn, F_len.cost, False, [t5])
-        if t15.__class__ is int:
-            t16 = t15 > (0)
+        t14 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t14.__class__ is int:
+            t15 = t14 > (0)
         else:
-            t16 = _compare('>', t15, (0))
-        if _truth(t16):
-            t18 = []
-            t19 = env.budget
-            t20 = loop_items(t8)
-            t21 = Env({}, None, t19, env)
-            t22 = t21.values
-            for t23 in t20:
-                t19.left -= 7
-                if t19.left < 0: _charge(env, 0)
-                t22['p'] = t23
-                t21.let_cache = None
-                t24 = t23
-                if t24 is None: t24 = Missing('p')
-                if t24.__class__ is int:
-                    t25 = t24 > (2)
+            t15 = _compare('>', t14, (0))
+        if t15:
+            t17 = []
+            t18 = env.budget
+            t19 = t8
+            if t19.__class__ is not list: t19 = loop_items(t19)
+            for t22 in t19:
+                t18.left -= 7
+                if t18.left < 0: _charge(env, 0)
+                t23 = t22
+                if t23 is None: t23 = Missing('p')
+                if t23.__class__ is int:
+                    t24 = t23 > (2)
                 else:
-                    t25 = _compare('>', t24, (2))
-                if _truth(t25):
-                    t26 = t23
-                    if t26 is None: t26 = Missing('p')
-                    t18.append(t26)
-                    t19.mem -= 1
-                    if t19.mem < 0: _charge_mem(env, 0)
-                    if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t27 = call_value(env, F_join.fn, F_join.cost, False, [t18])
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = _binop('+', (' (pp in '), t27, env)
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = _binop('+', t28, (')'), env)
-            t17 = t29
+                    t24 = _compare('>', t23, (2))
+                if t24:
+                    t17.append(t23)
+                    t18.mem -= 1
+                    if t18.mem < 0: _charge_mem(env, 0)
+                    if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t25 = call_value(env, F_join.fn, F_join.cost, False, [t17])
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            t26 = _binop('+', (' (pp in '), t25, env)
+            t27 = _binop('+', t26, (')'), env)
+            t16 = t27
         else:
-            t17 = ('')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t30 = _binop('+', ('drop --no-overlap-p2p-communication (p2p overlap is the default and allows pp 2), or use pp > 2'), t17, env)
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = _binop('+', t30, (', or drop the virtual stages'), env)
-        t4 = t31
+            t16 = ('')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t28 = _binop('+', ('drop --no-overlap-p2p-communication (p2p overlap is the default and allows pp 2), or use pp > 2'), t16, env)
+        t29 = _binop('+', t28, (', or drop the virtual stages'), env)
+        t4 = t29
     else:
         if t2.__class__ is str:
-            t32 = t2 == ('arguments.py:575')
+            t30 = t2 == ('arguments.py:575')
         else:
-            t32 = _compare('==', t2, ('arguments.py:575'))
-        if _truth(t32):
-            t33 = ('use pp > 1, or drop the virtual-stage option')
+            t30 = _compare('==', t2, ('arguments.py:575'))
+        if t30:
+            t31 = ('use pp > 1, or drop the virtual-stage option')
         else:
-            t34 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-            t35 = call_value(env, F_len.fn, F_len.cost, False, [t34])
-            if t35.__class__ is int:
-                t36 = t35 > (0)
+            t32 = attr_value(t1, 'split_pps', 'megatron.split_pps')
+            t33 = call_value(env, F_len.fn, F_len.cost, False, [t32])
+            if t33.__class__ is int:
+                t34 = t33 > (0)
             else:
-                t36 = _compare('>', t35, (0))
-            if _truth(t36):
-                t38 = call_value(env, F_join.fn, F_join.cost, False, [t34])
-                if t38 is None or t38.__class__ is Missing: _need(t38)
-                t39 = _binop('+', (': pp in '), t38, env)
+                t34 = _compare('>', t33, (0))
+            if t34:
+                t36 = call_value(env, F_join.fn, F_join.cost, False, [t32])
+                if t36 is None or t36.__class__ is Missing: _need(t36)
+                t37 = _binop('+', (': pp in '), t36, env)
+                t38 = env.lookup('world_known')
+                if t38 is None: t38 = Missing('world_known')
+                if _truth(t38):
+                    t39 = (' (each also divides the world with tp·cp)')
+                else:
+                    t39 = ('')
                 if t39 is None or t39.__class__ is Missing: _need(t39)
-                t40 = env.lookup('world_known')
-                if t40 is None: t40 = Missing('world_known')
-                if _truth(t40):
-                    t41 = (' (each also divides the world with tp·cp)')
+                t40 = _binop('+', t37, t39, env)
+                t35 = t40
+            else:
+                t35 = ('')
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            t41 = _binop('+', ('use a pp (and virtual-stage setting) the split accepts'), t35, env)
+            t42 = _binop('+', t41, (', or '), env)
+            t43 = attr_value(t1, 'args', 'megatron.args')
+            t44 = attr_value(t43, 'bridge_recipe', 'megatron.args.bridge_recipe')
+            if t44.__class__ is (True).__class__ and (t44.__class__ is int or t44.__class__ is str):
+                t45 = t44 == (True)
+            else:
+                t45 = _compare('==', t44, (True))
+            if t45:
+                t46 = ('set model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage so the middle stages divide evenly')
+            else:
+                t47 = attr_value(t43, 'num_layers_per_virtual_pipeline_stage', 'megatron.args.num_layers_per_virtual_pipeline_stage')
+                t48 = not (t47 is None or t47.__class__ is Missing)
+                if t48:
+                    t49 = ('replace --num-layers-per-virtual-pipeline-stage by --num-virtual-stages-per-pipeline-rank and set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly (arguments.py:530 refuses those beside --num-layers-per-virtual-pipeline-stage)')
                 else:
-                    t41 = ('')
-                if t41 is None or t41.__class__ is Missing: _need(t41)
-                t42 = _binop('+', t39, t41, env)
-                t37 = t42
-            else:
-                t37 = ('')
-            if t37 is None or t37.__class__ is Missing: _need(t37)
-            t43 = _binop('+', ('use a pp (and virtual-stage setting) the split accepts'), t37, env)
-            if t43 is None or t43.__class__ is Missing: _need(t43)
-            t44 = _binop('+', t43, (', or '), env)
-            if t44 is None or t44.__class__ is Missing: _need(t44)
-            t45 = attr_value(t1, 'args', 'megatron.args')
-            t46 = attr_value(t45, 'bridge_recipe', 'megatron.args.bridge_recipe')
-            if t46.__class__ is (True).__class__ and (t46.__class__ is int or t46.__class__ is str):
-                t47 = t46 == (True)
-            else:
-                t47 = _compare('==', t46, (True))
-            if _truth(t47):
-                t48 = ('set model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage so the middle stages divide evenly')
-            else:
-                t49 = attr_value(t45, 'num_layers_per_virtual_pipeline_stage', 'megatron.args.num_layers_per_virtual_pipeline_stage')
-                t50 = not (t49 is None or t49.__class__ is Missing)
-                if _truth(t50):
-                    t51 = ('replace --num-layers-per-virtual-pipeline-stage by --num-virtual-stages-per-pipeline-rank and set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly (arguments.py:530 refuses those beside --num-layers-per-virtual-pipeline-stage)')
-                else:
-                    t51 = ('set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly')
-                t48 = t51
-            if t48 is None or t48.__class__ is Missing: _need(t48)
-            t52 = _binop('+', t44, t48, env)
-            t33 = t52
-        t4 = t33
+                    t49 = ('set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly')
+                t46 = t49
+            if t46 is None or t46.__class__ is Missing: _need(t46)
+            t50 = _binop('+', t42, t46, env)
+            t31 = t50
+        t4 = t31
     return t4
 
 def e30(env):
@@ -1106,8 +1122,11 @@ def e30(env):
             if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
             t14 = _binop('*', t12, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('%', t11, t14, env)
+        if t11.__class__ is int and t14.__class__ is int and t14:
+            t15 = t11 % t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('%', t11, t14, env)
         if t15.__class__ is int:
             t16 = t15 == (0)
         else:
@@ -1124,9 +1143,14 @@ def e31(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K6
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'dp' in t6:
@@ -1135,7 +1159,7 @@ def e31(env):
         else:
             t7 = attr_value(t6, 'dp', 'megatron.dp')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t6.__class__ is dict and 'args' in t6:
                 t10 = t6['args']
                 if t10 is None: t10 = Missing('megatron.args')
@@ -1147,58 +1171,38 @@ def e31(env):
             else:
                 t11 = attr_value(t10, 'micro_batch_size', 'megatron.args.micro_batch_size')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t9 = t12
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            if t6.__class__ is dict and 'args' in t6:
-                t14 = t6['args']
-                if t14 is None: t14 = Missing('megatron.args')
+        if t9:
+            if t10.__class__ is dict and 'global_batch_size' in t10:
+                t14 = t10['global_batch_size']
+                if t14 is None: t14 = Missing('megatron.args.global_batch_size')
             else:
-                t14 = attr_value(t6, 'args', 'megatron.args')
-            if t14.__class__ is dict and 'global_batch_size' in t14:
-                t15 = t14['global_batch_size']
-                if t15 is None: t15 = Missing('megatron.args.global_batch_size')
-            else:
-                t15 = attr_value(t14, 'global_batch_size', 'megatron.args.global_batch_size')
-            t16 = not (t15 is None or t15.__class__ is Missing)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t10, 'global_batch_size', 'megatron.args.global_batch_size')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t13 = t15
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            if t6.__class__ is dict and 'args' in t6:
-                t18 = t6['args']
-                if t18 is None: t18 = Missing('megatron.args')
+        if t13:
+            if t10.__class__ is dict and 'rampup_batch_size' in t10:
+                t17 = t10['rampup_batch_size']
+                if t17 is None: t17 = Missing('megatron.args.rampup_batch_size')
             else:
-                t18 = attr_value(t6, 'args', 'megatron.args')
-            if t18.__class__ is dict and 'rampup_batch_size' in t18:
-                t19 = t18['rampup_batch_size']
-                if t19 is None: t19 = Missing('megatron.args.rampup_batch_size')
-            else:
-                t19 = attr_value(t18, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-            t20 = (t19 is None or t19.__class__ is Missing)
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                t17 = attr_value(t10, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
+            t18 = (t17 is None or t17.__class__ is Missing)
+            t16 = t18
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            if t6.__class__ is dict and 'args' in t6:
-                t22 = t6['args']
-                if t22 is None: t22 = Missing('megatron.args')
+            t16 = False
+        if t16:
+            if t11.__class__ is int:
+                t20 = t11 > (0)
             else:
-                t22 = attr_value(t6, 'args', 'megatron.args')
-            if t22.__class__ is dict and 'micro_batch_size' in t22:
-                t23 = t22['micro_batch_size']
-                if t23 is None: t23 = Missing('megatron.args.micro_batch_size')
-            else:
-                t23 = attr_value(t22, 'micro_batch_size', 'megatron.args.micro_batch_size')
-            if t23.__class__ is int:
-                t24 = t23 > (0)
-            else:
-                t24 = _compare('>', t23, (0))
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t20 = _compare('>', t11, (0))
+            t19 = t20
         else:
-            t21 = False
-        t5 = (t21 if t21.__class__ is bool else _truth(t21))
+            t19 = False
+        t5 = t19
     else:
         t5 = False
     return t5
@@ -1213,21 +1217,16 @@ def e32(env):
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', ('--decrease-batch-size-if-needed rounds the global batch size ('), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (') down to a multiple of micro batch size ('), env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = attr_value(t4, 'micro_batch_size', 'megatron.args.micro_batch_size')
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t8, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t11, (') times data parallel size ('), env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = attr_value(t1, 'dp', 'megatron.dp')
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = _binop('+', t12, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = _binop('+', t15, ('): 0 microbatches, refused (num_microbatches_calculator.py:348)'), env)
         t3 = t16
     else:
@@ -1236,21 +1235,16 @@ def e32(env):
         t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
         if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = _binop('+', ('global batch size ('), t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
         t21 = _binop('+', t20, (') is not divisible by micro batch size ('), env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
         t22 = attr_value(t17, 'micro_batch_size', 'megatron.args.micro_batch_size')
         t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
         if t23 is None or t23.__class__ is Missing: _need(t23)
         t24 = _binop('+', t21, t23, env)
-        if t24 is None or t24.__class__ is Missing: _need(t24)
         t25 = _binop('+', t24, (') times data parallel size ('), env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
         t26 = attr_value(t1, 'dp', 'megatron.dp')
         t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
         if t27 is None or t27.__class__ is Missing: _need(t27)
         t28 = _binop('+', t25, t27, env)
-        if t28 is None or t28.__class__ is Missing: _need(t28)
         t29 = _binop('+', t28, (') (num_microbatches_calculator.py:340)'), env)
         t3 = t29
     return t3
@@ -1275,13 +1269,11 @@ def e34(env):
     t4 = attr_value(t1, 'dp', 'megatron.dp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t3, t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     if t6 is None or t6.__class__ is Missing: _need(t6)
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t7 = _binop('*', t3, t4, env)
-    if t7 is None or t7.__class__ is Missing: _need(t7)
     t8 = _binop('//', t6, t7, env)
     t9 = call_value(env, F_max.fn, F_max.cost, False, [(1), t8])
     if t9 is None or t9.__class__ is Missing: _need(t9)
@@ -1299,26 +1291,21 @@ def e35(env):
     t5 = attr_value(t1, 'dp', 'megatron.dp')
     if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = _binop('*', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = _binop('//', t3, t6, env)
     if t7.__class__ is int:
         t8 = t7 > (0)
     else:
         t8 = _compare('>', t7, (0))
-    if _truth(t8):
+    if t8:
         if t4 is None or t4.__class__ is Missing: _need(t4)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t10 = _binop('*', t4, t5, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         if t3 is None or t3.__class__ is Missing: _need(t3)
         if t4 is None or t4.__class__ is Missing: _need(t4)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t11 = _binop('*', t4, t5, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('//', t3, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, (1), env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('*', t10, t13, env)
         t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
         if t15 is None or t15.__class__ is Missing: _need(t15)
@@ -1340,20 +1327,28 @@ def e36(env):
     t3 = env.lookup('tp')
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
         t5 = _compare('==', t4, (0))
-    if not (t5 if t5.__class__ is bool else _truth(t5)):
+    if not t5:
         if t3 is None or t3.__class__ is Missing: _need(t3)
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        t7 = _binop('%', t3, t2, env)
+        if t3.__class__ is int and t2.__class__ is int and t2:
+            t7 = t3 % t2
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('%', t3, t2, env)
         if t7.__class__ is int:
             t8 = t7 == (0)
         else:
             t8 = _compare('==', t7, (0))
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = t8
     else:
         t6 = True
     return t6
@@ -1367,16 +1362,21 @@ def e37(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K7
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('model')
             if t9 is None: t9 = Missing('model')
             if t9.__class__ is dict and 'n_kv_heads' in t9:
@@ -1385,25 +1385,18 @@ def e37(env):
             else:
                 t10 = attr_value(t9, 'n_kv_heads', 'model.n_kv_heads')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t13 = env.lookup('model')
-            if t13 is None: t13 = Missing('model')
-            if t13.__class__ is dict and 'n_kv_heads' in t13:
-                t14 = t13['n_kv_heads']
-                if t14 is None: t14 = Missing('model.n_kv_heads')
+        if t8:
+            if t10.__class__ is int:
+                t13 = t10 > (0)
             else:
-                t14 = attr_value(t13, 'n_kv_heads', 'model.n_kv_heads')
-            if t14.__class__ is int:
-                t15 = t14 > (0)
-            else:
-                t15 = _compare('>', t14, (0))
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = _compare('>', t10, (0))
+            t12 = t13
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -1413,7 +1406,7 @@ def e38(env):
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
     t3 = not _truth(t2)
-    if _truth(t3):
+    if t3:
         t4 = ('num_query_groups')
     else:
         t5 = env.lookup('keys')
@@ -1429,7 +1422,8 @@ def e39(env):
     if t4 is None: t4 = Missing('model')
     t5 = attr_value(t4, 'n_heads', 'model.n_heads')
     t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t7 = Env({}, None, t2, env)
     t8 = t7.values
     for t9 in t3:
@@ -1443,44 +1437,38 @@ def e39(env):
             t11 = t10 > (1)
         else:
             t11 = _compare('>', t10, (1))
-        if _truth(t11):
+        if t11:
             t13 = t7.lookup('model')
             if t13 is None: t13 = Missing('model')
             t14 = attr_value(t13, 'n_kv_heads', 'model.n_kv_heads')
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = t9
-            if t15 is None: t15 = Missing('t')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = _binop('%', t14, t15, t7)
-            if t16.__class__ is int:
-                t17 = t16 == (0)
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t15 = _binop('%', t14, t10, env)
+            if t15.__class__ is int:
+                t16 = t15 == (0)
             else:
-                t17 = _compare('==', t16, (0))
-            if not _truth(t17):
-                t19 = t9
-                if t19 is None: t19 = Missing('t')
-                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t16 = _compare('==', t15, (0))
+            if not t16:
+                if t10 is None or t10.__class__ is Missing: _need(t10)
                 if t14 is None or t14.__class__ is Missing: _need(t14)
-                t20 = _binop('%', t19, t14, t7)
-                if t20.__class__ is int:
-                    t21 = t20 == (0)
+                t18 = _binop('%', t10, t14, env)
+                if t18.__class__ is int:
+                    t19 = t18 == (0)
                 else:
-                    t21 = _compare('==', t20, (0))
-                t18 = _truth(t21)
+                    t19 = _compare('==', t18, (0))
+                t17 = t19
             else:
-                t18 = True
-            t12 = _truth(t18)
+                t17 = True
+            t12 = t17
         else:
             t12 = False
-        if _truth(t12):
-            t22 = t9
-            if t22 is None: t22 = Missing('t')
-            t1.append(t22)
+        if t12:
+            t1.append(t10)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t23 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t23
+    t20 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t20
 
 def e40(env):
     t1 = env.lookup('model')
@@ -1494,7 +1482,11 @@ def e40(env):
     t3 = env.lookup('tp')
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -1510,16 +1502,21 @@ def e41(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K8
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('model')
             if t9 is None: t9 = Missing('model')
             if t9.__class__ is dict and 'ffn_hidden_dim' in t9:
@@ -1528,10 +1525,10 @@ def e41(env):
             else:
                 t10 = attr_value(t9, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1542,7 +1539,7 @@ def e42(env):
     t4 = env.lookup('choices')
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         if t4.__class__ is dict and 'tp' in t4:
             t7 = t4['tp']
             if t7 is None: t7 = Missing('choices.tp')
@@ -1565,7 +1562,8 @@ def e42(env):
         t11 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t9, t10])
         t12 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t11])
         t6 = t12
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t13 = Env({}, None, t2, env)
     t14 = t13.values
     for t15 in t3:
@@ -1579,146 +1577,146 @@ def e42(env):
             t17 = t16 > (1)
         else:
             t17 = _compare('>', t16, (1))
-        if (t17 if t17.__class__ is bool else _truth(t17)):
+        if t17:
             t19 = t13.lookup('gpus_per_node')
             if t19 is None: t19 = Missing('gpus_per_node')
             t20 = (t19 is None or t19.__class__ is Missing)
-            if not (t20 if t20.__class__ is bool else _truth(t20)):
-                t22 = t15
-                if t22 is None: t22 = Missing('t')
-                if t22.__class__ is t19.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 <= t19
+            if not t20:
+                if t16.__class__ is t19.__class__ and (t16.__class__ is int or t16.__class__ is str):
+                    t22 = t16 <= t19
                 else:
-                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t13, t22, t19)
-                    t23 = _compare('<=', t22, t19)
-                t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t16, t19)
+                    t22 = _compare('<=', t16, t19)
+                t21 = t22
             else:
                 t21 = True
-            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+            t18 = t21
         else:
             t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t25 = t13.lookup('model')
-            if t25 is None: t25 = Missing('model')
-            if t25.__class__ is dict and 'ffn_hidden_dim' in t25:
-                t26 = t25['ffn_hidden_dim']
-                if t26 is None: t26 = Missing('model.ffn_hidden_dim')
+        if t18:
+            t24 = t13.lookup('model')
+            if t24 is None: t24 = Missing('model')
+            if t24.__class__ is dict and 'ffn_hidden_dim' in t24:
+                t25 = t24['ffn_hidden_dim']
+                if t25 is None: t25 = Missing('model.ffn_hidden_dim')
             else:
-                t26 = attr_value(t25, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = t15
-            if t27 is None: t27 = Missing('t')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = _binop('%', t26, t27, t13)
-            if t28.__class__ is int:
-                t29 = t28 == (0)
+                t25 = attr_value(t24, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t25.__class__ is int and t16.__class__ is int and t16:
+                t26 = t25 % t16
+                if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
             else:
-                t29 = _compare('==', t28, (0))
-            t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                t26 = _binop('%', t25, t16, env)
+            if t26.__class__ is int:
+                t27 = t26 == (0)
+            else:
+                t27 = _compare('==', t26, (0))
+            t23 = t27
         else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t31 = t13.lookup('model')
-            if t31 is None: t31 = Missing('model')
-            if t31.__class__ is dict and 'n_heads' in t31:
-                t32 = t31['n_heads']
-                if t32 is None: t32 = Missing('model.n_heads')
+            t23 = False
+        if t23:
+            if t24.__class__ is dict and 'n_heads' in t24:
+                t29 = t24['n_heads']
+                if t29 is None: t29 = Missing('model.n_heads')
             else:
-                t32 = attr_value(t31, 'n_heads', 'model.n_heads')
-            if t32 is None or t32.__class__ is Missing: _need(t32)
-            t33 = t15
-            if t33 is None: t33 = Missing('t')
-            if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = _binop('%', t32, t33, t13)
-            if t34.__class__ is int:
-                t35 = t34 == (0)
+                t29 = attr_value(t24, 'n_heads', 'model.n_heads')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t29.__class__ is int and t16.__class__ is int and t16:
+                t30 = t29 % t16
+                if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
             else:
-                t35 = _compare('==', t34, (0))
-            t30 = (t35 if t35.__class__ is bool else _truth(t35))
+                t30 = _binop('%', t29, t16, env)
+            if t30.__class__ is int:
+                t31 = t30 == (0)
+            else:
+                t31 = _compare('==', t30, (0))
+            t28 = t31
         else:
-            t30 = False
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t37 = t13.lookup('model')
-            if t37 is None: t37 = Missing('model')
-            if t37.__class__ is dict and 'n_kv_heads' in t37:
-                t38 = t37['n_kv_heads']
-                if t38 is None: t38 = Missing('model.n_kv_heads')
+            t28 = False
+        if t28:
+            if t24.__class__ is dict and 'n_kv_heads' in t24:
+                t33 = t24['n_kv_heads']
+                if t33 is None: t33 = Missing('model.n_kv_heads')
             else:
-                t38 = attr_value(t37, 'n_kv_heads', 'model.n_kv_heads')
-            t39 = (t38 is None or t38.__class__ is Missing)
-            if not (t39 if t39.__class__ is bool else _truth(t39)):
-                if t38 is None or t38.__class__ is Missing: _need(t38)
-                t41 = t15
-                if t41 is None: t41 = Missing('t')
-                if t41 is None or t41.__class__ is Missing: _need(t41)
-                t42 = _binop('%', t38, t41, t13)
-                if t42.__class__ is int:
-                    t43 = t42 == (0)
+                t33 = attr_value(t24, 'n_kv_heads', 'model.n_kv_heads')
+            t34 = (t33 is None or t33.__class__ is Missing)
+            if not t34:
+                if t33 is None or t33.__class__ is Missing: _need(t33)
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                if t33.__class__ is int and t16.__class__ is int and t16:
+                    t36 = t33 % t16
+                    if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
                 else:
-                    t43 = _compare('==', t42, (0))
-                t40 = (t43 if t43.__class__ is bool else _truth(t43))
+                    t36 = _binop('%', t33, t16, env)
+                if t36.__class__ is int:
+                    t37 = t36 == (0)
+                else:
+                    t37 = _compare('==', t36, (0))
+                t35 = t37
             else:
-                t40 = True
-            if not (t40 if t40.__class__ is bool else _truth(t40)):
-                t45 = t15
-                if t45 is None: t45 = Missing('t')
+                t35 = True
+            if not t35:
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                if t33 is None or t33.__class__ is Missing: _need(t33)
+                if t16.__class__ is int and t33.__class__ is int and t33:
+                    t39 = t16 % t33
+                    if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+                else:
+                    t39 = _binop('%', t16, t33, env)
+                if t39.__class__ is int:
+                    t40 = t39 == (0)
+                else:
+                    t40 = _compare('==', t39, (0))
+                t38 = t40
+            else:
+                t38 = True
+            t32 = t38
+        else:
+            t32 = False
+        if t32:
+            t42 = t13.lookup('world_known')
+            if t42 is None: t42 = Missing('world_known')
+            t43 = not (t42 if t42.__class__ is bool else _truth(t42))
+            if not t43:
+                t45 = t13.lookup('world_size')
+                if t45 is None: t45 = Missing('world_size')
                 if t45 is None or t45.__class__ is Missing: _need(t45)
-                if t38 is None or t38.__class__ is Missing: _need(t38)
-                t46 = _binop('%', t45, t38, t13)
-                if t46.__class__ is int:
-                    t47 = t46 == (0)
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                t46 = t13.lookup('pp')
+                if t46 is None: t46 = Missing('pp')
+                if t46 is None or t46.__class__ is Missing: _need(t46)
+                if t16.__class__ is int and t46.__class__ is int:
+                    t47 = t16 * t46
+                    if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
                 else:
-                    t47 = _compare('==', t46, (0))
-                t44 = (t47 if t47.__class__ is bool else _truth(t47))
+                    t47 = _binop('*', t16, t46, env)
+                t48 = t13.lookup('cp')
+                if t48 is None: t48 = Missing('cp')
+                if t48 is None or t48.__class__ is Missing: _need(t48)
+                if t47.__class__ is int and t48.__class__ is int:
+                    t49 = t47 * t48
+                    if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
+                else:
+                    t49 = _binop('*', t47, t48, env)
+                if t45.__class__ is int and t49.__class__ is int and t49:
+                    t50 = t45 % t49
+                    if not -MAX_INT <= t50 <= MAX_INT: _check_value(t50)
+                else:
+                    t50 = _binop('%', t45, t49, env)
+                if t50.__class__ is int:
+                    t51 = t50 == (0)
+                else:
+                    t51 = _compare('==', t50, (0))
+                t44 = t51
             else:
                 t44 = True
-            t36 = (t44 if t44.__class__ is bool else _truth(t44))
+            t41 = t44
         else:
-            t36 = False
-        if (t36 if t36.__class__ is bool else _truth(t36)):
-            t49 = t13.lookup('world_known')
-            if t49 is None: t49 = Missing('world_known')
-            t50 = not (t49 if t49.__class__ is bool else _truth(t49))
-            if not (t50 if t50.__class__ is bool else _truth(t50)):
-                t52 = t13.lookup('world_size')
-                if t52 is None: t52 = Missing('world_size')
-                if t52 is None or t52.__class__ is Missing: _need(t52)
-                t53 = t15
-                if t53 is None: t53 = Missing('t')
-                if t53 is None or t53.__class__ is Missing: _need(t53)
-                t54 = t13.lookup('pp')
-                if t54 is None: t54 = Missing('pp')
-                if t54 is None or t54.__class__ is Missing: _need(t54)
-                if t53.__class__ is int and t54.__class__ is int:
-                    t55 = t53 * t54
-                    if not -MAX_INT <= t55 <= MAX_INT: _check_value(t55)
-                else:
-                    t55 = _binop('*', t53, t54, t13)
-                if t55 is None or t55.__class__ is Missing: _need(t55)
-                t56 = t13.lookup('cp')
-                if t56 is None: t56 = Missing('cp')
-                if t56 is None or t56.__class__ is Missing: _need(t56)
-                if t55.__class__ is int and t56.__class__ is int:
-                    t57 = t55 * t56
-                    if not -MAX_INT <= t57 <= MAX_INT: _check_value(t57)
-                else:
-                    t57 = _binop('*', t55, t56, t13)
-                if t57 is None or t57.__class__ is Missing: _need(t57)
-                t58 = _binop('%', t52, t57, t13)
-                if t58.__class__ is int:
-                    t59 = t58 == (0)
-                else:
-                    t59 = _compare('==', t58, (0))
-                t51 = (t59 if t59.__class__ is bool else _truth(t59))
-            else:
-                t51 = True
-            t48 = (t51 if t51.__class__ is bool else _truth(t51))
-        else:
-            t48 = False
-        if (t48 if t48.__class__ is bool else _truth(t48)):
-            t60 = t15
-            if t60 is None: t60 = Missing('t')
-            t1.append(t60)
+            t41 = False
+        if t41:
+            t1.append(t16)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1736,7 +1734,7 @@ def e44(env):
     t3 = attr_value(t2, 'given', 'megatron.given')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('ffn_hidden_size'), t3)
     t1 = _compare('not in', ('ffn_hidden_size'), t3)
-    if _truth(t1):
+    if t1:
         t4 = (', derived from --hidden-size')
     else:
         t4 = ('')
@@ -1748,7 +1746,7 @@ def e45(env):
     t3 = attr_value(t2, 'given', 'megatron.given')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('ffn_hidden_size'), t3)
     t1 = _compare('in', ('ffn_hidden_size'), t3)
-    if _truth(t1):
+    if t1:
         t4 = ('ffn_hidden_size')
     else:
         t5 = env.lookup('keys')
@@ -1765,27 +1763,22 @@ def e46(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('use tp in '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' (each divides the '), env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = env.lookup('model')
         if t8 is None: t8 = Missing('model')
         t9 = attr_value(t8, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t7, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t11, (' FFN columns and the '), env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = attr_value(t8, 'n_heads', 'model.n_heads')
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = _binop('+', t12, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = _binop('+', t15, (' heads), keeping the model as it is'), env)
         t4 = t16
     else:
@@ -1795,32 +1788,27 @@ def e46(env):
         t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
         if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = _binop('+', ('no tp above 1 divides the '), t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
         t21 = _binop('+', t20, (' FFN columns and the '), env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
         t22 = attr_value(t17, 'n_heads', 'model.n_heads')
         t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
         if t23 is None or t23.__class__ is Missing: _need(t23)
         t24 = _binop('+', t21, t23, env)
-        if t24 is None or t24.__class__ is Missing: _need(t24)
         t25 = _binop('+', t24, (' heads'), env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
         t26 = env.lookup('choices')
         if t26 is None: t26 = Missing('choices')
         t27 = not (t26 is None or t26.__class__ is Missing)
-        if not _truth(t27):
+        if not t27:
             t29 = env.lookup('world_known')
             if t29 is None: t29 = Missing('world_known')
             t28 = _truth(t29)
         else:
             t28 = True
-        if _truth(t28):
+        if t28:
             t30 = (' on this world')
         else:
             t30 = ('')
         if t30 is None or t30.__class__ is Missing: _need(t30)
         t31 = _binop('+', t25, t30, env)
-        if t31 is None or t31.__class__ is Missing: _need(t31)
         t32 = _binop('+', t31, (': use tp = 1, keeping the model as it is'), env)
         t4 = t32
     return t4
@@ -1840,7 +1828,11 @@ def e47(env):
     else:
         t3 = attr_value(t1, 'n_heads', 'model.n_heads')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -1856,9 +1848,14 @@ def e48(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K9
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -1872,7 +1869,7 @@ def e48(env):
         else:
             t8 = attr_value(t7, 'kv_channels', 'megatron.args.kv_channels')
         t9 = (t8 is None or t8.__class__ is Missing)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('model')
             if t11 is None: t11 = Missing('model')
             if t11.__class__ is dict and 'n_heads' in t11:
@@ -1881,37 +1878,28 @@ def e48(env):
             else:
                 t12 = attr_value(t11, 'n_heads', 'model.n_heads')
             t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = env.lookup('model')
-            if t15 is None: t15 = Missing('model')
-            if t15.__class__ is dict and 'dim' in t15:
-                t16 = t15['dim']
-                if t16 is None: t16 = Missing('model.dim')
+        if t10:
+            if t11.__class__ is dict and 'dim' in t11:
+                t15 = t11['dim']
+                if t15 is None: t15 = Missing('model.dim')
             else:
-                t16 = attr_value(t15, 'dim', 'model.dim')
-            t17 = not (t16 is None or t16.__class__ is Missing)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+                t15 = attr_value(t11, 'dim', 'model.dim')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t14 = t16
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t19 = env.lookup('model')
-            if t19 is None: t19 = Missing('model')
-            if t19.__class__ is dict and 'n_heads' in t19:
-                t20 = t19['n_heads']
-                if t20 is None: t20 = Missing('model.n_heads')
+        if t14:
+            if t12.__class__ is int:
+                t18 = t12 > (0)
             else:
-                t20 = attr_value(t19, 'n_heads', 'model.n_heads')
-            if t20.__class__ is int:
-                t21 = t20 > (0)
-            else:
-                t21 = _compare('>', t20, (0))
-            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+                t18 = _compare('>', t12, (0))
+            t17 = t18
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t17 = False
+        t5 = t17
     else:
         t5 = False
     return t5
@@ -1925,8 +1913,13 @@ def e49(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K10
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e50(env):
@@ -1973,16 +1966,21 @@ def e54(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K11
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('model')
             if t9 is None: t9 = Missing('model')
             if t9.__class__ is dict and 'known' in t9:
@@ -1993,7 +1991,7 @@ def e54(env):
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -2015,13 +2013,16 @@ def e55(env):
     t4 = env.lookup('cp')
     if t4 is None: t4 = Missing('cp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if (2).__class__ is int and t4.__class__ is int:
+    if t4.__class__ is int:
         t5 = (2) * t4
         if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
         t5 = _binop('*', (2), t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('%', t3, t5, env)
+    if t3.__class__ is int and t5.__class__ is int and t5:
+        t6 = t3 % t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('%', t3, t5, env)
     if t6.__class__ is int:
         t7 = t6 == (0)
     else:
@@ -2037,16 +2038,21 @@ def e56(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K12
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('megatron')
             if t9 is None: t9 = Missing('megatron')
             if t9.__class__ is dict and 'args' in t9:
@@ -2060,10 +2066,10 @@ def e56(env):
             else:
                 t11 = attr_value(t10, 'seq_length', 'megatron.args.seq_length')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -2118,9 +2124,14 @@ def e60(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K13
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -2134,7 +2145,7 @@ def e60(env):
         else:
             t8 = attr_value(t7, 'seq_length', 'megatron.args.seq_length')
         t9 = not (t8 is None or t8.__class__ is Missing)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('model')
             if t11 is None: t11 = Missing('model')
             if t11.__class__ is dict and 'max_seq_len' in t11:
@@ -2143,10 +2154,10 @@ def e60(env):
             else:
                 t12 = attr_value(t11, 'max_seq_len', 'model.max_seq_len')
             t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -2175,9 +2186,14 @@ def e62(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K14
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'incomplete' in t6:
@@ -2186,7 +2202,7 @@ def e62(env):
         else:
             t7 = attr_value(t6, 'incomplete', 'megatron.incomplete')
         t8 = not (t7 if t7.__class__ is bool else _truth(t7))
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -2200,7 +2216,8 @@ def e63(env):
     t7 = K18
     t8 = K19
     t9 = [t4, t5, t6, t7, t8]
-    t3 = loop_items(t9)
+    t3 = t9
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t10 = Env({}, None, t2, env)
     t11 = t10.values
     for t12 in t3:
@@ -2227,37 +2244,33 @@ def e63(env):
         if t16 is None or t16.__class__ is Missing: _need(t16)
         t17 = index_value(t14, t16, 'megatron.args')
         t18 = (t17 is None or t17.__class__ is Missing)
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t20 = t12
-            if t20 is None: t20 = Missing('m')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            if t20.__class__ is list and len(t20) > 0:
-                t21 = t20[0]
-                if t21 is None: t21 = Missing('m[0]')
+        if t18:
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            if t15.__class__ is list and len(t15) > 0:
+                t20 = t15[0]
+                if t20 is None: t20 = Missing('m[0]')
             else:
-                t21 = index_value(t20, (0), 'm')
-            if t21.__class__ is str:
-                t22 = t21 == ('num_layers')
+                t20 = index_value(t15, (0), 'm')
+            if t20.__class__ is str:
+                t21 = t20 == ('num_layers')
             else:
-                t22 = _compare('==', t21, ('num_layers'))
-            if (t22 if t22.__class__ is bool else _truth(t22)):
+                t21 = _compare('==', t20, ('num_layers'))
+            if t21:
                 if t14.__class__ is dict and 'encoder_num_layers' in t14:
-                    t24 = t14['encoder_num_layers']
-                    if t24 is None: t24 = Missing('megatron.args.encoder_num_layers')
+                    t23 = t14['encoder_num_layers']
+                    if t23 is None: t23 = Missing('megatron.args.encoder_num_layers')
                 else:
-                    t24 = attr_value(t14, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
-                t25 = not (t24 is None or t24.__class__ is Missing)
-                t23 = (t25 if t25.__class__ is bool else _truth(t25))
+                    t23 = attr_value(t14, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
+                t24 = not (t23 is None or t23.__class__ is Missing)
+                t22 = t24
             else:
-                t23 = False
-            t26 = not (t23 if t23.__class__ is bool else _truth(t23))
-            t19 = (t26 if t26.__class__ is bool else _truth(t26))
+                t22 = False
+            t25 = not t22
+            t19 = t25
         else:
             t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t27 = t12
-            if t27 is None: t27 = Missing('m')
-            t1.append(t27)
+        if t19:
+            t1.append(t15)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2268,14 +2281,11 @@ def e64(env):
     t2 = env.budget
     t4 = env.lookup('missing')
     if t4 is None: t4 = Missing('missing')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 5
         if t2.left < 0: _charge(env, 0)
-        t6['m'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
@@ -2295,7 +2305,7 @@ def e65(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('is')
     else:
         t4 = ('are')
@@ -2309,7 +2319,7 @@ def e66(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('it is')
     else:
         t4 = ('they are')
@@ -2320,20 +2330,17 @@ def e67(env):
     t2 = env.budget
     t4 = env.lookup('missing')
     if t4 is None: t4 = Missing('missing')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 7
         if t2.left < 0: _charge(env, 0)
-        t6['m'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = index_value(t8, (1), 'm')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (' N'), t5)
+        t10 = _binop('+', t9, (' N'), env)
         t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -2363,7 +2370,8 @@ def e69(env):
     t5 = K21
     t6 = K22
     t7 = [t4, t5, t6]
-    t3 = loop_items(t7)
+    t3 = t7
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t8 = Env({}, None, t2, env)
     t9 = t8.values
     for t10 in t3:
@@ -2390,10 +2398,8 @@ def e69(env):
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = index_value(t12, t14, 'megatron.args')
         t16 = not (t15 is None or t15.__class__ is Missing)
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t17 = t10
-            if t17 is None: t17 = Missing('r')
-            t1.append(t17)
+        if t16:
+            t1.append(t13)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2404,35 +2410,28 @@ def e70(env):
     t2 = env.budget
     t4 = env.lookup('removed')
     if t4 is None: t4 = Missing('removed')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 13
         if t2.left < 0: _charge(env, 0)
-        t6['r'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = index_value(t8, (2), 'r')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (' is no longer valid, use '), t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('r')
+        t10 = _binop('+', t9, (' is no longer valid, use '), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t11 = index_value(t8, (1), 'r')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = index_value(t11, (1), 'r')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('+', t10, t12, t5)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('+', t13, (' instead'), t5)
-        t1.append(t14)
+        t12 = _binop('+', t10, t11, env)
+        t13 = _binop('+', t12, (' instead'), env)
+        t1.append(t13)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
-    return t15
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t14
 
 def e71(env):
     t1 = env.lookup('removed')
@@ -2448,33 +2447,27 @@ def e72(env):
     t2 = env.budget
     t4 = env.lookup('removed')
     if t4 is None: t4 = Missing('removed')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 11
         if t2.left < 0: _charge(env, 0)
-        t6['r'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = index_value(t8, (2), 'r')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (' with '), t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('r')
+        t10 = _binop('+', t9, (' with '), env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t11 = index_value(t8, (1), 'r')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = index_value(t11, (1), 'r')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('+', t10, t12, t5)
-        t1.append(t13)
+        t12 = _binop('+', t10, t11, env)
+        t1.append(t12)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
-    return t14
+    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t13
 
 def e73(env):
     t1 = env.lookup('megatron')
@@ -2501,9 +2494,14 @@ def e74(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K23
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -2517,15 +2515,15 @@ def e74(env):
         else:
             t8 = attr_value(t7, 'train_iters', 'megatron.args.train_iters')
         t9 = not (t8 is None or t8.__class__ is Missing)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t8.__class__ is int:
                 t11 = t8 != (0)
             else:
                 t11 = _compare('!=', t8, (0))
-            t10 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = t11
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -2565,9 +2563,14 @@ def e77(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K24
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -2584,7 +2587,7 @@ def e77(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -2611,7 +2614,7 @@ def e78(env):
         t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t2.__class__ is dict and 'overlap_grad_reduce' in t2:
             t7 = t2['overlap_grad_reduce']
             if t7 is None: t7 = Missing('megatron.args.overlap_grad_reduce')
@@ -2631,9 +2634,14 @@ def e79(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K25
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -2650,7 +2658,7 @@ def e79(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -2665,8 +2673,8 @@ def e80(env):
         t4 = _truth(t5)
     else:
         t4 = True
-    t6 = not _truth(t4)
-    if _truth(t6):
+    t6 = not t4
+    if t6:
         t7 = ('is only supported with distributed optimizer or megatron fsdp')
     else:
         t7 = ('must be used with --overlap-grad-reduce')
@@ -2682,8 +2690,8 @@ def e81(env):
         t4 = _truth(t5)
     else:
         t4 = True
-    t6 = not _truth(t4)
-    if _truth(t6):
+    t6 = not t4
+    if t6:
         t7 = ('--use-distributed-optimizer')
     else:
         t7 = ('')
@@ -2699,14 +2707,14 @@ def e82(env):
         t4 = _truth(t5)
     else:
         t4 = True
-    t6 = not _truth(t4)
-    if _truth(t6):
+    t6 = not t4
+    if t6:
         t8 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
         t9 = not _truth(t8)
-        t7 = _truth(t9)
+        t7 = t9
     else:
         t7 = False
-    if _truth(t7):
+    if t7:
         t10 = (' and ')
     else:
         t10 = ('')
@@ -2718,7 +2726,7 @@ def e83(env):
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
     t4 = not _truth(t3)
-    if _truth(t4):
+    if t4:
         t5 = ('--overlap-grad-reduce')
     else:
         t5 = ('')
@@ -2752,9 +2760,14 @@ def e85(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K26
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -2771,7 +2784,7 @@ def e85(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -2783,7 +2796,7 @@ def e86(env):
         t2 = t1 == (1)
     else:
         t2 = _compare('==', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = (' (switched off at tp = 1)')
     else:
         t3 = ('')
@@ -2796,7 +2809,7 @@ def e87(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('add --sequence-parallel')
     else:
         t3 = ('drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)')
@@ -2819,7 +2832,6 @@ def e88(env):
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
         t4 = _binop('*', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     if t1.__class__ is dict and 'args' in t1:
         t5 = t1['args']
         if t5 is None: t5 = Missing('megatron.args')
@@ -2831,30 +2843,38 @@ def e88(env):
     else:
         t6 = attr_value(t5, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = _binop('%', t4, t6, env)
+    if t4.__class__ is int and t6.__class__ is int and t6:
+        t7 = t4 % t6
+        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+    else:
+        t7 = _binop('%', t4, t6, env)
     if t7.__class__ is int:
         t8 = t7 == (0)
     else:
         t8 = _compare('==', t7, (0))
-    if (t8 if t8.__class__ is bool else _truth(t8)):
+    if t8:
         if t1.__class__ is dict and 'edp' in t1:
             t10 = t1['edp']
             if t10 is None: t10 = Missing('megatron.edp')
         else:
             t10 = attr_value(t1, 'edp', 'megatron.edp')
         t11 = (t10 is None or t10.__class__ is Missing)
-        if not (t11 if t11.__class__ is bool else _truth(t11)):
+        if not t11:
             if t10 is None or t10.__class__ is Missing: _need(t10)
             if t6 is None or t6.__class__ is Missing: _need(t6)
-            t13 = _binop('%', t10, t6, env)
+            if t10.__class__ is int and t6.__class__ is int and t6:
+                t13 = t10 % t6
+                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+            else:
+                t13 = _binop('%', t10, t6, env)
             if t13.__class__ is int:
                 t14 = t13 == (0)
             else:
                 t14 = _compare('==', t13, (0))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = t14
         else:
             t12 = True
-        t9 = (t12 if t12.__class__ is bool else _truth(t12))
+        t9 = t12
     else:
         t9 = False
     return t9
@@ -2868,9 +2888,14 @@ def e89(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K27
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('world_known')
         if t6 is None: t6 = Missing('world_known')
         if (t6 if t6.__class__ is bool else _truth(t6)):
@@ -2882,47 +2907,33 @@ def e89(env):
             else:
                 t9 = attr_value(t8, 'dp', 'megatron.dp')
             t10 = not (t9 is None or t9.__class__ is Missing)
-            t7 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = t10
         else:
             t7 = False
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t12 = env.lookup('megatron')
-            if t12 is None: t12 = Missing('megatron')
-            if t12.__class__ is dict and 'args' in t12:
-                t13 = t12['args']
-                if t13 is None: t13 = Missing('megatron.args')
+        if t7:
+            if t8.__class__ is dict and 'args' in t8:
+                t12 = t8['args']
+                if t12 is None: t12 = Missing('megatron.args')
             else:
-                t13 = attr_value(t12, 'args', 'megatron.args')
-            if t13.__class__ is dict and 'num_distributed_optimizer_instances' in t13:
-                t14 = t13['num_distributed_optimizer_instances']
-                if t14 is None: t14 = Missing('megatron.args.num_distributed_optimizer_instances')
+                t12 = attr_value(t8, 'args', 'megatron.args')
+            if t12.__class__ is dict and 'num_distributed_optimizer_instances' in t12:
+                t13 = t12['num_distributed_optimizer_instances']
+                if t13 is None: t13 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
-                t14 = attr_value(t13, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            t15 = not (t14 is None or t14.__class__ is Missing)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = attr_value(t12, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+            t14 = not (t13 is None or t13.__class__ is Missing)
+            t11 = t14
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('megatron')
-            if t17 is None: t17 = Missing('megatron')
-            if t17.__class__ is dict and 'args' in t17:
-                t18 = t17['args']
-                if t18 is None: t18 = Missing('megatron.args')
+        if t11:
+            if t13.__class__ is int:
+                t16 = t13 > (1)
             else:
-                t18 = attr_value(t17, 'args', 'megatron.args')
-            if t18.__class__ is dict and 'num_distributed_optimizer_instances' in t18:
-                t19 = t18['num_distributed_optimizer_instances']
-                if t19 is None: t19 = Missing('megatron.args.num_distributed_optimizer_instances')
-            else:
-                t19 = attr_value(t18, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            if t19.__class__ is int:
-                t20 = t19 > (1)
-            else:
-                t20 = _compare('>', t19, (1))
-            t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                t16 = _compare('>', t13, (1))
+            t15 = t16
         else:
-            t16 = False
-        t5 = (t16 if t16.__class__ is bool else _truth(t16))
+            t15 = False
+        t5 = t15
     else:
         t5 = False
     return t5
@@ -2951,20 +2962,24 @@ def e91(env):
     else:
         t2 = attr_value(t1, 'edp', 'megatron.edp')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = env.lookup('inst')
         if t5 is None: t5 = Missing('inst')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = _binop('%', t2, t5, env)
+        if t2.__class__ is int and t5.__class__ is int and t5:
+            t6 = t2 % t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('%', t2, t5, env)
         if t6.__class__ is int:
             t7 = t6 != (0)
         else:
             t7 = _compare('!=', t6, (0))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = t7
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t1.__class__ is dict and 'dp' in t1:
             t9 = t1['dp']
             if t9 is None: t9 = Missing('megatron.dp')
@@ -2979,16 +2994,17 @@ def e91(env):
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
             t11 = _binop('*', t9, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('inst')
-        if t12 is None: t12 = Missing('inst')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('%', t11, t12, env)
-        if t13.__class__ is int:
-            t14 = t13 == (0)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t11.__class__ is int and t5.__class__ is int and t5:
+            t12 = t11 % t5
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t14 = _compare('==', t13, (0))
-        t8 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = _binop('%', t11, t5, env)
+        if t12.__class__ is int:
+            t13 = t12 == (0)
+        else:
+            t13 = _compare('==', t12, (0))
+        t8 = t13
     else:
         t8 = False
     return t8
@@ -3011,113 +3027,119 @@ def e92(env):
             if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
             t6 = _binop('*', t4, t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('%', t3, t6, env)
+        if t3.__class__ is int and t6.__class__ is int and t6:
+            t7 = t3 % t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('%', t3, t6, env)
         if t7.__class__ is int:
             t8 = t7 == (0)
         else:
             t8 = _compare('==', t7, (0))
-        t2 = (t8 if t8.__class__ is bool else _truth(t8))
+        t2 = t8
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t10 = []
         t11 = env.budget
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('etp')
-        if t14 is None: t14 = Missing('etp')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('pp')
-        if t15 is None: t15 = Missing('pp')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t13 = t4 * t5
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t16 = _binop('*', t14, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = _binop('//', t13, t16, env)
-        t18 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t17])
-        t12 = loop_items(t18)
-        t19 = Env({}, None, t11, env)
-        t20 = t19.values
-        for t21 in t12:
+            t13 = _binop('*', t4, t5, env)
+        if t3.__class__ is int and t13.__class__ is int and t13:
+            t14 = t3 // t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('//', t3, t13, env)
+        t15 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t14])
+        t12 = t15
+        if t12.__class__ is not list: t12 = loop_items(t12)
+        t16 = Env({}, None, t11, env)
+        t17 = t16.values
+        for t18 in t12:
             t11.left -= 31
             if t11.left < 0: _charge(env, 0)
-            t20['e'] = t21
-            t19.let_cache = None
-            t22 = t19.lookup('world_size')
-            if t22 is None: t22 = Missing('world_size')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = t19.lookup('etp')
-            if t23 is None: t23 = Missing('etp')
+            t17['e'] = t18
+            t16.let_cache = None
+            t19 = t16.lookup('world_size')
+            if t19 is None: t19 = Missing('world_size')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = t16.lookup('etp')
+            if t20 is None: t20 = Missing('etp')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = t18
+            if t21 is None: t21 = Missing('e')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            if t20.__class__ is int and t21.__class__ is int:
+                t22 = t20 * t21
+                if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+            else:
+                t22 = _binop('*', t20, t21, env)
+            t23 = t16.lookup('pp')
+            if t23 is None: t23 = Missing('pp')
             if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = t21
-            if t24 is None: t24 = Missing('e')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t23.__class__ is int and t24.__class__ is int:
-                t25 = t23 * t24
+            if t22.__class__ is int and t23.__class__ is int:
+                t24 = t22 * t23
+                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+            else:
+                t24 = _binop('*', t22, t23, env)
+            if t19.__class__ is int and t24.__class__ is int and t24:
+                t25 = t19 // t24
                 if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
             else:
-                t25 = _binop('*', t23, t24, t19)
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = t19.lookup('pp')
-            if t26 is None: t26 = Missing('pp')
+                t25 = _binop('//', t19, t24, env)
+            t26 = t16.lookup('inst')
+            if t26 is None: t26 = Missing('inst')
             if t26 is None or t26.__class__ is Missing: _need(t26)
-            if t25.__class__ is int and t26.__class__ is int:
-                t27 = t25 * t26
+            if t25.__class__ is int and t26.__class__ is int and t26:
+                t27 = t25 % t26
                 if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
             else:
-                t27 = _binop('*', t25, t26, t19)
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = _binop('//', t22, t27, t19)
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = t19.lookup('inst')
-            if t29 is None: t29 = Missing('inst')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = _binop('%', t28, t29, t19)
-            if t30.__class__ is int:
-                t31 = t30 == (0)
+                t27 = _binop('%', t25, t26, env)
+            if t27.__class__ is int:
+                t28 = t27 == (0)
             else:
-                t31 = _compare('==', t30, (0))
-            if (t31 if t31.__class__ is bool else _truth(t31)):
-                t33 = t19.lookup('model')
-                if t33 is None: t33 = Missing('model')
-                if t33.__class__ is dict and 'num_experts' in t33:
-                    t34 = t33['num_experts']
-                    if t34 is None: t34 = Missing('model.num_experts')
+                t28 = _compare('==', t27, (0))
+            if t28:
+                t30 = t16.lookup('model')
+                if t30 is None: t30 = Missing('model')
+                if t30.__class__ is dict and 'num_experts' in t30:
+                    t31 = t30['num_experts']
+                    if t31 is None: t31 = Missing('model.num_experts')
                 else:
-                    t34 = attr_value(t33, 'num_experts', 'model.num_experts')
-                t35 = (t34 is None or t34.__class__ is Missing)
-                if not (t35 if t35.__class__ is bool else _truth(t35)):
-                    if t34 is None or t34.__class__ is Missing: _need(t34)
-                    t37 = t21
-                    if t37 is None: t37 = Missing('e')
-                    if t37 is None or t37.__class__ is Missing: _need(t37)
-                    t38 = _binop('%', t34, t37, t19)
-                    if t38.__class__ is int:
-                        t39 = t38 == (0)
+                    t31 = attr_value(t30, 'num_experts', 'model.num_experts')
+                t32 = (t31 is None or t31.__class__ is Missing)
+                if not t32:
+                    if t31 is None or t31.__class__ is Missing: _need(t31)
+                    if t21 is None or t21.__class__ is Missing: _need(t21)
+                    if t31.__class__ is int and t21.__class__ is int and t21:
+                        t34 = t31 % t21
+                        if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
                     else:
-                        t39 = _compare('==', t38, (0))
-                    t36 = (t39 if t39.__class__ is bool else _truth(t39))
+                        t34 = _binop('%', t31, t21, env)
+                    if t34.__class__ is int:
+                        t35 = t34 == (0)
+                    else:
+                        t35 = _compare('==', t34, (0))
+                    t33 = t35
                 else:
-                    t36 = True
-                t32 = (t36 if t36.__class__ is bool else _truth(t36))
+                    t33 = True
+                t29 = t33
             else:
-                t32 = False
-            if (t32 if t32.__class__ is bool else _truth(t32)):
-                t40 = t21
-                if t40 is None: t40 = Missing('e')
-                t10.append(t40)
+                t29 = False
+            if t29:
+                t10.append(t21)
                 t11.mem -= 1
                 if t11.mem < 0: _charge_mem(env, 0)
                 if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t9 = t10
     else:
-        t41 = K28
-        t9 = t41
+        t36 = K28
+        t9 = t36
     return t9
 
 def e93(env):
@@ -3138,88 +3160,92 @@ def e93(env):
             if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
             t6 = _binop('*', t4, t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('%', t3, t6, env)
+        if t3.__class__ is int and t6.__class__ is int and t6:
+            t7 = t3 % t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('%', t3, t6, env)
         if t7.__class__ is int:
             t8 = t7 == (0)
         else:
             t8 = _compare('==', t7, (0))
-        t2 = (t8 if t8.__class__ is bool else _truth(t8))
+        t2 = t8
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t10 = []
         t11 = env.budget
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('ep')
-        if t14 is None: t14 = Missing('ep')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('pp')
-        if t15 is None: t15 = Missing('pp')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t13 = t4 * t5
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t16 = _binop('*', t14, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = _binop('//', t13, t16, env)
-        t18 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t17])
-        t12 = loop_items(t18)
-        t19 = Env({}, None, t11, env)
-        t20 = t19.values
-        for t21 in t12:
+            t13 = _binop('*', t4, t5, env)
+        if t3.__class__ is int and t13.__class__ is int and t13:
+            t14 = t3 // t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('//', t3, t13, env)
+        t15 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t14])
+        t12 = t15
+        if t12.__class__ is not list: t12 = loop_items(t12)
+        t16 = Env({}, None, t11, env)
+        t17 = t16.values
+        for t18 in t12:
             t11.left -= 19
             if t11.left < 0: _charge(env, 0)
-            t20['t'] = t21
-            t19.let_cache = None
-            t22 = t19.lookup('world_size')
-            if t22 is None: t22 = Missing('world_size')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = t21
-            if t23 is None: t23 = Missing('t')
+            t17['t'] = t18
+            t16.let_cache = None
+            t19 = t16.lookup('world_size')
+            if t19 is None: t19 = Missing('world_size')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = t18
+            if t20 is None: t20 = Missing('t')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = t16.lookup('ep')
+            if t21 is None: t21 = Missing('ep')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            if t20.__class__ is int and t21.__class__ is int:
+                t22 = t20 * t21
+                if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+            else:
+                t22 = _binop('*', t20, t21, env)
+            t23 = t16.lookup('pp')
+            if t23 is None: t23 = Missing('pp')
             if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = t19.lookup('ep')
-            if t24 is None: t24 = Missing('ep')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t23.__class__ is int and t24.__class__ is int:
-                t25 = t23 * t24
+            if t22.__class__ is int and t23.__class__ is int:
+                t24 = t22 * t23
+                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+            else:
+                t24 = _binop('*', t22, t23, env)
+            if t19.__class__ is int and t24.__class__ is int and t24:
+                t25 = t19 // t24
                 if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
             else:
-                t25 = _binop('*', t23, t24, t19)
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = t19.lookup('pp')
-            if t26 is None: t26 = Missing('pp')
+                t25 = _binop('//', t19, t24, env)
+            t26 = t16.lookup('inst')
+            if t26 is None: t26 = Missing('inst')
             if t26 is None or t26.__class__ is Missing: _need(t26)
-            if t25.__class__ is int and t26.__class__ is int:
-                t27 = t25 * t26
+            if t25.__class__ is int and t26.__class__ is int and t26:
+                t27 = t25 % t26
                 if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
             else:
-                t27 = _binop('*', t25, t26, t19)
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = _binop('//', t22, t27, t19)
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = t19.lookup('inst')
-            if t29 is None: t29 = Missing('inst')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = _binop('%', t28, t29, t19)
-            if t30.__class__ is int:
-                t31 = t30 == (0)
+                t27 = _binop('%', t25, t26, env)
+            if t27.__class__ is int:
+                t28 = t27 == (0)
             else:
-                t31 = _compare('==', t30, (0))
-            if (t31 if t31.__class__ is bool else _truth(t31)):
-                t32 = t21
-                if t32 is None: t32 = Missing('t')
-                t10.append(t32)
+                t28 = _compare('==', t27, (0))
+            if t28:
+                t10.append(t20)
                 t11.mem -= 1
                 if t11.mem < 0: _charge_mem(env, 0)
                 if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t9 = t10
     else:
-        t33 = K29
-        t9 = t33
+        t29 = K29
+        t9 = t29
     return t9
 
 def e94(env):
@@ -3302,26 +3328,23 @@ def e98(env):
         t6 = t5 > (0)
     else:
         t6 = _compare('>', t5, (0))
-    if _truth(t6):
+    if t6:
         t8 = env.lookup('inst')
         if t8 is None: t8 = Missing('inst')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', (', or keep '), t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t10, (' and leave the expert data-parallel size (world / etp·ep·pp) a multiple of it: '), env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = call_value(env, F_len.fn, F_len.cost, False, [t1])
         if t12.__class__ is int:
             t13 = t12 > (0)
         else:
             t13 = _compare('>', t12, (0))
-        if _truth(t13):
+        if t13:
             t15 = env.lookup('ep_flag')
             if t15 is None: t15 = Missing('ep_flag')
             if t15 is None or t15.__class__ is Missing: _need(t15)
             t16 = _binop('+', t15, (' '), env)
-            if t16 is None or t16.__class__ is Missing: _need(t16)
             t17 = call_value(env, F_join.fn, F_join.cost, False, [t1])
             if t17 is None or t17.__class__ is Missing: _need(t17)
             t18 = _binop('+', t16, t17, env)
@@ -3330,39 +3353,36 @@ def e98(env):
             t14 = ('')
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t19 = _binop('+', t11, t14, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = call_value(env, F_len.fn, F_len.cost, False, [t1])
         if t20.__class__ is int:
             t21 = t20 > (0)
         else:
             t21 = _compare('>', t20, (0))
-        if _truth(t21):
+        if t21:
             t23 = call_value(env, F_len.fn, F_len.cost, False, [t3])
             if t23.__class__ is int:
                 t24 = t23 > (0)
             else:
                 t24 = _compare('>', t23, (0))
-            t22 = _truth(t24)
+            t22 = t24
         else:
             t22 = False
-        if _truth(t22):
+        if t22:
             t25 = (' or ')
         else:
             t25 = ('')
         if t25 is None or t25.__class__ is Missing: _need(t25)
         t26 = _binop('+', t19, t25, env)
-        if t26 is None or t26.__class__ is Missing: _need(t26)
         t27 = call_value(env, F_len.fn, F_len.cost, False, [t3])
         if t27.__class__ is int:
             t28 = t27 > (0)
         else:
             t28 = _compare('>', t27, (0))
-        if _truth(t28):
+        if t28:
             t30 = env.lookup('etp_flag')
             if t30 is None: t30 = Missing('etp_flag')
             if t30 is None or t30.__class__ is Missing: _need(t30)
             t31 = _binop('+', t30, (' '), env)
-            if t31 is None or t31.__class__ is Missing: _need(t31)
             t32 = call_value(env, F_join.fn, F_join.cost, False, [t3])
             if t32 is None or t32.__class__ is Missing: _need(t32)
             t33 = _binop('+', t31, t32, env)
@@ -3404,9 +3424,14 @@ def e100(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K30
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'env' in t6:
@@ -3415,7 +3440,7 @@ def e100(env):
         else:
             t7 = attr_value(t6, 'env', 'megatron.env')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t7.__class__ is dict and 'known' in t7:
                 t10 = t7['known']
                 if t10 is None: t10 = Missing('megatron.env.known')
@@ -3424,27 +3449,27 @@ def e100(env):
             t9 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t12 = env.lookup('tp')
             if t12 is None: t12 = Missing('tp')
             if t12.__class__ is int:
                 t13 = t12 > (1)
             else:
                 t13 = _compare('>', t12, (1))
-            if not (t13 if t13.__class__ is bool else _truth(t13)):
+            if not t13:
                 t15 = env.lookup('cp')
                 if t15 is None: t15 = Missing('cp')
                 if t15.__class__ is int:
                     t16 = t15 > (1)
                 else:
                     t16 = _compare('>', t15, (1))
-                t14 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = t16
             else:
                 t14 = True
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+            t11 = t14
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             if t6.__class__ is dict and 'args' in t6:
                 t18 = t6['args']
                 if t18 is None: t18 = Missing('megatron.args')
@@ -3456,60 +3481,50 @@ def e100(env):
             else:
                 t19 = attr_value(t18, 'use_torch_fsdp2', 'megatron.args.use_torch_fsdp2')
             t20 = not (t19 if t19.__class__ is bool else _truth(t19))
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+            t17 = t20
         else:
             t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            if t6.__class__ is dict and 'args' in t6:
-                t22 = t6['args']
-                if t22 is None: t22 = Missing('megatron.args')
+        if t17:
+            if t18.__class__ is dict and 'use_megatron_fsdp' in t18:
+                t22 = t18['use_megatron_fsdp']
+                if t22 is None: t22 = Missing('megatron.args.use_megatron_fsdp')
             else:
-                t22 = attr_value(t6, 'args', 'megatron.args')
-            if t22.__class__ is dict and 'use_megatron_fsdp' in t22:
-                t23 = t22['use_megatron_fsdp']
-                if t23 is None: t23 = Missing('megatron.args.use_megatron_fsdp')
-            else:
-                t23 = attr_value(t22, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-            t24 = not (t23 if t23.__class__ is bool else _truth(t23))
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t22 = attr_value(t18, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+            t23 = not (t22 if t22.__class__ is bool else _truth(t22))
+            t21 = t23
         else:
             t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            if t6.__class__ is dict and 'args' in t6:
-                t26 = t6['args']
-                if t26 is None: t26 = Missing('megatron.args')
+        if t21:
+            if t18.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t18:
+                t25 = t18['overlap_moe_expert_parallel_comm']
+                if t25 is None: t25 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
             else:
-                t26 = attr_value(t6, 'args', 'megatron.args')
-            if t26.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t26:
-                t27 = t26['overlap_moe_expert_parallel_comm']
-                if t27 is None: t27 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
-            else:
-                t27 = attr_value(t26, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
-            t28 = not (t27 if t27.__class__ is bool else _truth(t27))
-            t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                t25 = attr_value(t18, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
+            t26 = not (t25 if t25.__class__ is bool else _truth(t25))
+            t24 = t26
         else:
-            t25 = False
-        if (t25 if t25.__class__ is bool else _truth(t25)):
+            t24 = False
+        if t24:
             if t7.__class__ is dict and 'cuda_device_max_connections_set' in t7:
-                t30 = t7['cuda_device_max_connections_set']
-                if t30 is None: t30 = Missing('megatron.env.cuda_device_max_connections_set')
+                t28 = t7['cuda_device_max_connections_set']
+                if t28 is None: t28 = Missing('megatron.env.cuda_device_max_connections_set')
             else:
-                t30 = attr_value(t7, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
-            if (t30 if t30.__class__ is bool else _truth(t30)):
+                t28 = attr_value(t7, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
+            if (t28 if t28.__class__ is bool else _truth(t28)):
                 if t7.__class__ is dict and 'cuda_device_max_connections' in t7:
-                    t32 = t7['cuda_device_max_connections']
-                    if t32 is None: t32 = Missing('megatron.env.cuda_device_max_connections')
+                    t30 = t7['cuda_device_max_connections']
+                    if t30 is None: t30 = Missing('megatron.env.cuda_device_max_connections')
                 else:
-                    t32 = attr_value(t7, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
-                t33 = (t32 is None or t32.__class__ is Missing)
-                t31 = (t33 if t33.__class__ is bool else _truth(t33))
+                    t30 = attr_value(t7, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
+                t31 = (t30 is None or t30.__class__ is Missing)
+                t29 = t31
             else:
-                t31 = False
-            t34 = not (t31 if t31.__class__ is bool else _truth(t31))
-            t29 = (t34 if t34.__class__ is bool else _truth(t34))
+                t29 = False
+            t32 = not t29
+            t27 = t32
         else:
-            t29 = False
-        t5 = (t29 if t29.__class__ is bool else _truth(t29))
+            t27 = False
+        t5 = t27
     else:
         t5 = False
     return t5
@@ -3520,7 +3535,7 @@ def e101(env):
     t2 = attr_value(t1, 'env', 'megatron.env')
     t3 = attr_value(t2, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
     t4 = not _truth(t3)
-    if _truth(t4):
+    if t4:
         t5 = ('the script does not set CUDA_DEVICE_MAX_CONNECTIONS')
     else:
         t6 = attr_value(t2, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
@@ -3536,7 +3551,7 @@ def e102(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', ('tp = '), t4, env)
@@ -3557,7 +3572,7 @@ def e103(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'tp', 'keys.tp')
@@ -3597,9 +3612,14 @@ def e105(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K31
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -3616,17 +3636,17 @@ def e105(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('tp')
             if t11 is None: t11 = Missing('tp')
             if t11.__class__ is int:
                 t12 = t11 == (1)
             else:
                 t12 = _compare('==', t11, (1))
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -3651,9 +3671,14 @@ def e107(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K32
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'layout' in t6:
@@ -3662,7 +3687,7 @@ def e107(env):
         else:
             t7 = attr_value(t6, 'layout', 'megatron.layout')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3685,11 +3710,10 @@ def e110(env):
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if _truth(t4):
+    if t4:
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', (' ('), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (' MTP layers m after them)'), env)
         t5 = t8
     else:
@@ -3705,11 +3729,10 @@ def e111(env):
         t4 = t3 > (0)
     else:
         t4 = _compare('>', t3, (0))
-    if _truth(t4):
+    if t4:
         t6 = call_value(env, F_join.fn, F_join.cost, False, [t2])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', (' (with this layout, pp in '), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', t7, (' would start)'), env)
         t5 = t8
     else:
@@ -3774,9 +3797,14 @@ def e118(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K33
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -3790,7 +3818,7 @@ def e118(env):
         else:
             t8 = attr_value(t7, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
         t9 = not (t8 is None or t8.__class__ is Missing)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -3809,7 +3837,7 @@ def e120(env):
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if _truth(t4):
+    if t4:
         t5 = t3
     else:
         t5 = ('unset')
@@ -3821,7 +3849,7 @@ def e121(env):
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'iteration', 'megatron.rampup.iteration')
     t4 = (t3 is None or t3.__class__ is Missing)
-    if _truth(t4):
+    if t4:
         t5 = ('fails at start-up')
     else:
         t5 = ('fails during training')
@@ -3853,25 +3881,22 @@ def e125(env):
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'args', 'megatron.args')
         t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
         t7 = not (t6 is None or t6.__class__ is Missing)
-        t4 = _truth(t7)
+        t4 = t7
     else:
         t4 = False
-    if _truth(t4):
-        t9 = attr_value(t1, 'args', 'megatron.args')
-        t10 = attr_value(t9, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
+    if t4:
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        t11 = _binop('*', t10, t2, env)
-        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('+', (' ('), t12, env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('+', t13, (')'), env)
-        t8 = t14
+        t9 = _binop('*', t6, t2, env)
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = _binop('+', (' ('), t10, env)
+        t12 = _binop('+', t11, (')'), env)
+        t8 = t12
     else:
         t8 = ('')
     return t8
@@ -3895,9 +3920,14 @@ def e127(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K34
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'num_experts' in t6:
@@ -3906,17 +3936,17 @@ def e127(env):
         else:
             t7 = attr_value(t6, 'num_experts', 'model.num_experts')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('tp')
             if t10 is None: t10 = Missing('tp')
             if t10.__class__ is int:
                 t11 = t10 > (1)
             else:
                 t11 = _compare('>', t10, (1))
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t13 = env.lookup('megatron')
             if t13 is None: t13 = Missing('megatron')
             if t13.__class__ is dict and 'args' in t13:
@@ -3933,10 +3963,10 @@ def e127(env):
                 t16 = t15 != (True)
             else:
                 t16 = _compare('!=', t15, (True))
-            t12 = (t16 if t16.__class__ is bool else _truth(t16))
+            t12 = t16
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -3973,7 +4003,7 @@ def e130(env):
         t3 = attr_value(t2, 'cp_comm_types', 'megatron.cp_comm_types')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('a2a+p2p'), t3)
     t1 = _compare('not in', ('a2a+p2p'), t3)
-    if not (t1 if t1.__class__ is bool else _truth(t1)):
+    if not t1:
         if t2.__class__ is dict and 'args' in t2:
             t5 = t2['args']
             if t5 is None: t5 = Missing('megatron.args')
@@ -3985,7 +4015,7 @@ def e130(env):
         else:
             t6 = attr_value(t5, 'hierarchical_context_parallel_sizes', 'megatron.args.hierarchical_context_parallel_sizes')
         t7 = not (t6 is None or t6.__class__ is Missing)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = t7
     else:
         t4 = True
     return t4
@@ -3999,9 +4029,14 @@ def e131(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K35
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -4018,27 +4053,27 @@ def e131(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('cp')
             if t11 is None: t11 = Missing('cp')
             if t11.__class__ is int:
                 t12 = t11 > (1)
             else:
                 t12 = _compare('>', t11, (1))
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             if t6.__class__ is dict and 'cp_comm_types' in t6:
                 t14 = t6['cp_comm_types']
                 if t14 is None: t14 = Missing('megatron.cp_comm_types')
             else:
                 t14 = attr_value(t6, 'cp_comm_types', 'megatron.cp_comm_types')
             t15 = not (t14 is None or t14.__class__ is Missing)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = t15
         else:
             t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+        t5 = t13
     else:
         t5 = False
     return t5
@@ -4049,7 +4084,8 @@ def e132(env):
     t4 = env.lookup('cp')
     if t4 is None: t4 = Missing('cp')
     t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-    t3 = loop_items(t5)
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
     for t8 in t3:
@@ -4063,75 +4099,68 @@ def e132(env):
             t10 = t9 > (1)
         else:
             t10 = _compare('>', t9, (1))
-        if _truth(t10):
-            t12 = t8
-            if t12 is None: t12 = Missing('f')
-            t14 = t6.lookup('cp')
-            if t14 is None: t14 = Missing('cp')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 < t14
+        if t10:
+            t13 = t6.lookup('cp')
+            if t13 is None: t13 = Missing('cp')
+            if t9.__class__ is t13.__class__ and (t9.__class__ is int or t9.__class__ is str):
+                t12 = t9 < t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, t12, t14)
-                t13 = _compare('<', t12, t14)
-            t11 = _truth(t13)
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t9, t13)
+                t12 = _compare('<', t9, t13)
+            t11 = t12
         else:
             t11 = False
-        if _truth(t11):
-            t15 = t8
-            if t15 is None: t15 = Missing('f')
-            t1.append(t15)
+        if t11:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    if t16.__class__ is int:
-        t17 = t16 > (0)
+    t14 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t14.__class__ is int:
+        t15 = t14 > (0)
     else:
-        t17 = _compare('>', t16, (0))
-    if _truth(t17):
-        t19 = []
-        t20 = env.budget
-        t22 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-        t21 = loop_items(t22)
-        t23 = Env({}, None, t20, env)
-        t24 = t23.values
-        for t25 in t21:
-            t20.left -= 11
-            if t20.left < 0: _charge(env, 0)
-            t24['f'] = t25
-            t23.let_cache = None
-            t26 = t25
-            if t26 is None: t26 = Missing('f')
-            if t26.__class__ is int:
-                t27 = t26 > (1)
+        t15 = _compare('>', t14, (0))
+    if t15:
+        t17 = []
+        t18 = env.budget
+        t20 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
+        t19 = t20
+        if t19.__class__ is not list: t19 = loop_items(t19)
+        t21 = Env({}, None, t18, env)
+        t22 = t21.values
+        for t23 in t19:
+            t18.left -= 11
+            if t18.left < 0: _charge(env, 0)
+            t22['f'] = t23
+            t21.let_cache = None
+            t24 = t23
+            if t24 is None: t24 = Missing('f')
+            if t24.__class__ is int:
+                t25 = t24 > (1)
             else:
-                t27 = _compare('>', t26, (1))
-            if _truth(t27):
-                t29 = t25
-                if t29 is None: t29 = Missing('f')
-                t31 = t23.lookup('cp')
-                if t31 is None: t31 = Missing('cp')
-                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                    t30 = t29 < t31
+                t25 = _compare('>', t24, (1))
+            if t25:
+                t28 = t21.lookup('cp')
+                if t28 is None: t28 = Missing('cp')
+                if t24.__class__ is t28.__class__ and (t24.__class__ is int or t24.__class__ is str):
+                    t27 = t24 < t28
                 else:
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t23, t29, t31)
-                    t30 = _compare('<', t29, t31)
-                t28 = _truth(t30)
+                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t24, t28)
+                    t27 = _compare('<', t24, t28)
+                t26 = t27
             else:
-                t28 = False
-            if _truth(t28):
-                t32 = t25
-                if t32 is None: t32 = Missing('f')
-                t19.append(t32)
-                t20.mem -= 1
-                if t20.mem < 0: _charge_mem(env, 0)
-                if len(t19) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t33 = index_value(t19, (0), '?')
-        t18 = t33
+                t26 = False
+            if t26:
+                t17.append(t24)
+                t18.mem -= 1
+                if t18.mem < 0: _charge_mem(env, 0)
+                if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t29 = index_value(t17, (0), '?')
+        t16 = t29
     else:
-        t18 = t4
-    return t18
+        t16 = t4
+    return t16
 
 def e133(env):
     t1 = env.lookup('cp')
@@ -4140,7 +4169,8 @@ def e133(env):
     t2 = []
     t3 = env.budget
     t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t1])
-    t4 = loop_items(t5)
+    t4 = t5
+    if t4.__class__ is not list: t4 = loop_items(t4)
     t6 = Env({}, None, t3, env)
     t7 = t6.values
     for t8 in t4:
@@ -4154,77 +4184,70 @@ def e133(env):
             t10 = t9 > (1)
         else:
             t10 = _compare('>', t9, (1))
-        if _truth(t10):
-            t12 = t8
-            if t12 is None: t12 = Missing('f')
-            t14 = t6.lookup('cp')
-            if t14 is None: t14 = Missing('cp')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 < t14
+        if t10:
+            t13 = t6.lookup('cp')
+            if t13 is None: t13 = Missing('cp')
+            if t9.__class__ is t13.__class__ and (t9.__class__ is int or t9.__class__ is str):
+                t12 = t9 < t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, t12, t14)
-                t13 = _compare('<', t12, t14)
-            t11 = _truth(t13)
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t9, t13)
+                t12 = _compare('<', t9, t13)
+            t11 = t12
         else:
             t11 = False
-        if _truth(t11):
-            t15 = t8
-            if t15 is None: t15 = Missing('f')
-            t2.append(t15)
+        if t11:
+            t2.append(t9)
             t3.mem -= 1
             if t3.mem < 0: _charge_mem(env, 0)
             if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_len.fn, F_len.cost, False, [t2])
-    if t16.__class__ is int:
-        t17 = t16 > (0)
+    t14 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t14.__class__ is int:
+        t15 = t14 > (0)
     else:
-        t17 = _compare('>', t16, (0))
-    if _truth(t17):
-        t19 = []
-        t20 = env.budget
-        t22 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t1])
-        t21 = loop_items(t22)
-        t23 = Env({}, None, t20, env)
-        t24 = t23.values
-        for t25 in t21:
-            t20.left -= 11
-            if t20.left < 0: _charge(env, 0)
-            t24['f'] = t25
-            t23.let_cache = None
-            t26 = t25
-            if t26 is None: t26 = Missing('f')
-            if t26.__class__ is int:
-                t27 = t26 > (1)
+        t15 = _compare('>', t14, (0))
+    if t15:
+        t17 = []
+        t18 = env.budget
+        t20 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t1])
+        t19 = t20
+        if t19.__class__ is not list: t19 = loop_items(t19)
+        t21 = Env({}, None, t18, env)
+        t22 = t21.values
+        for t23 in t19:
+            t18.left -= 11
+            if t18.left < 0: _charge(env, 0)
+            t22['f'] = t23
+            t21.let_cache = None
+            t24 = t23
+            if t24 is None: t24 = Missing('f')
+            if t24.__class__ is int:
+                t25 = t24 > (1)
             else:
-                t27 = _compare('>', t26, (1))
-            if _truth(t27):
-                t29 = t25
-                if t29 is None: t29 = Missing('f')
-                t31 = t23.lookup('cp')
-                if t31 is None: t31 = Missing('cp')
-                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                    t30 = t29 < t31
+                t25 = _compare('>', t24, (1))
+            if t25:
+                t28 = t21.lookup('cp')
+                if t28 is None: t28 = Missing('cp')
+                if t24.__class__ is t28.__class__ and (t24.__class__ is int or t24.__class__ is str):
+                    t27 = t24 < t28
                 else:
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t23, t29, t31)
-                    t30 = _compare('<', t29, t31)
-                t28 = _truth(t30)
+                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t24, t28)
+                    t27 = _compare('<', t24, t28)
+                t26 = t27
             else:
-                t28 = False
-            if _truth(t28):
-                t32 = t25
-                if t32 is None: t32 = Missing('f')
-                t19.append(t32)
-                t20.mem -= 1
-                if t20.mem < 0: _charge_mem(env, 0)
-                if len(t19) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t33 = index_value(t19, (0), '?')
-        t18 = t33
+                t26 = False
+            if t26:
+                t17.append(t24)
+                t18.mem -= 1
+                if t18.mem < 0: _charge_mem(env, 0)
+                if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t29 = index_value(t17, (0), '?')
+        t16 = t29
     else:
-        t18 = t1
-    if t18 is None or t18.__class__ is Missing: _need(t18)
-    t34 = _binop('//', t1, t18, env)
-    return t34
+        t16 = t1
+    if t16 is None or t16.__class__ is Missing: _need(t16)
+    t30 = _binop('//', t1, t16, env)
+    return t30
 
 def e134(env):
     t1 = env.lookup('megatron')
@@ -4290,7 +4313,7 @@ def e141(env):
     else:
         if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('<', t3, t5)
-    if _truth(t4):
+    if t4:
         t6 = ('microbatch_group_size_per_vp_stage|')
     else:
         t6 = ('')
@@ -4310,26 +4333,19 @@ def e142(env):
             t7 = ('--global-batch-size')
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = _binop('+', ('set '), t7, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', t8, (' to '), env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = attr_value(t2, 'batches', 'megatron.microbatch_group.batches')
         t11 = call_value(env, F_join.fn, F_join.cost, False, [t10])
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t9, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, (' ('), env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = call_value(env, F_join.fn, F_join.cost, False, [t3])
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = _binop('+', t13, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = _binop('+', t15, (' microbatches: '), env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
         t17 = attr_value(t2, 'need', 'megatron.microbatch_group.need')
         if t17 is None or t17.__class__ is Missing: _need(t17)
         t18 = _binop('+', t16, t17, env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
         t19 = _binop('+', t18, (')'), env)
         t4 = t19
     else:
@@ -4337,7 +4353,6 @@ def e142(env):
         t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
         if t21 is None or t21.__class__ is Missing: _need(t21)
         t22 = _binop('+', ('set --microbatch-group-size-per-virtual-pipeline-stage to at least pp ('), t21, env)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
         t23 = _binop('+', t22, ('), or drop it (it defaults to pp)'), env)
         t4 = t23
     return t4
@@ -4369,9 +4384,14 @@ def e144(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K36
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'num_experts' in t6:
@@ -4380,7 +4400,7 @@ def e144(env):
         else:
             t7 = attr_value(t6, 'num_experts', 'model.num_experts')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('megatron')
             if t10 is None: t10 = Missing('megatron')
             if t10.__class__ is dict and 'args' in t10:
@@ -4397,43 +4417,36 @@ def e144(env):
                 t13 = t12 == ('flex')
             else:
                 t13 = _compare('==', t12, ('flex'))
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+            t9 = t13
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('megatron')
-            if t15 is None: t15 = Missing('megatron')
-            if t15.__class__ is dict and 'args' in t15:
-                t16 = t15['args']
-                if t16 is None: t16 = Missing('megatron.args')
+        if t9:
+            if t11.__class__ is dict and 'bridge_recipe' in t11:
+                t15 = t11['bridge_recipe']
+                if t15 is None: t15 = Missing('megatron.args.bridge_recipe')
             else:
-                t16 = attr_value(t15, 'args', 'megatron.args')
-            if t16.__class__ is dict and 'bridge_recipe' in t16:
-                t17 = t16['bridge_recipe']
-                if t17 is None: t17 = Missing('megatron.args.bridge_recipe')
+                t15 = attr_value(t11, 'bridge_recipe', 'megatron.args.bridge_recipe')
+            if t15.__class__ is (True).__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 == (True)
             else:
-                t17 = attr_value(t16, 'bridge_recipe', 'megatron.args.bridge_recipe')
-            if t17.__class__ is (True).__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 == (True)
-            else:
-                t18 = _compare('==', t17, (True))
-            if not (t18 if t18.__class__ is bool else _truth(t18)):
-                if t16.__class__ is dict and 'fake_process_group' in t16:
-                    t20 = t16['fake_process_group']
-                    if t20 is None: t20 = Missing('megatron.args.fake_process_group')
+                t16 = _compare('==', t15, (True))
+            if not t16:
+                if t11.__class__ is dict and 'fake_process_group' in t11:
+                    t18 = t11['fake_process_group']
+                    if t18 is None: t18 = Missing('megatron.args.fake_process_group')
                 else:
-                    t20 = attr_value(t16, 'fake_process_group', 'megatron.args.fake_process_group')
-                if t20.__class__ is (True).__class__ and (t20.__class__ is int or t20.__class__ is str):
-                    t21 = t20 != (True)
+                    t18 = attr_value(t11, 'fake_process_group', 'megatron.args.fake_process_group')
+                if t18.__class__ is (True).__class__ and (t18.__class__ is int or t18.__class__ is str):
+                    t19 = t18 != (True)
                 else:
-                    t21 = _compare('!=', t20, (True))
-                t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                    t19 = _compare('!=', t18, (True))
+                t17 = t19
             else:
-                t19 = True
-            t14 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = True
+            t14 = t17
         else:
             t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+        t5 = t14
     else:
         t5 = False
     return t5
@@ -4456,110 +4469,106 @@ def e145(env):
             if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
             t6 = _binop('*', t4, t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('%', t3, t6, env)
+        if t3.__class__ is int and t6.__class__ is int and t6:
+            t7 = t3 % t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('%', t3, t6, env)
         if t7.__class__ is int:
             t8 = t7 == (0)
         else:
             t8 = _compare('==', t7, (0))
-        t2 = (t8 if t8.__class__ is bool else _truth(t8))
+        t2 = t8
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t10 = []
         t11 = env.budget
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('etp')
-        if t14 is None: t14 = Missing('etp')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('pp')
-        if t15 is None: t15 = Missing('pp')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t13 = t4 * t5
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t16 = _binop('*', t14, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = _binop('//', t13, t16, env)
-        t18 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t17])
-        t12 = loop_items(t18)
-        t19 = Env({}, None, t11, env)
-        t20 = t19.values
-        for t21 in t12:
+            t13 = _binop('*', t4, t5, env)
+        if t3.__class__ is int and t13.__class__ is int and t13:
+            t14 = t3 // t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('//', t3, t13, env)
+        t15 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t14])
+        t12 = t15
+        if t12.__class__ is not list: t12 = loop_items(t12)
+        t16 = Env({}, None, t11, env)
+        t17 = t16.values
+        for t18 in t12:
             t11.left -= 18
             if t11.left < 0: _charge(env, 0)
-            t20['e'] = t21
-            t19.let_cache = None
-            t22 = t21
-            if t22 is None: t22 = Missing('e')
-            if t22.__class__ is int:
-                t23 = t22 > (1)
+            t17['e'] = t18
+            t16.let_cache = None
+            t19 = t18
+            if t19 is None: t19 = Missing('e')
+            if t19.__class__ is int:
+                t20 = t19 > (1)
             else:
-                t23 = _compare('>', t22, (1))
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t25 = t19.lookup('model')
-                if t25 is None: t25 = Missing('model')
-                if t25.__class__ is dict and 'num_experts' in t25:
-                    t26 = t25['num_experts']
-                    if t26 is None: t26 = Missing('model.num_experts')
+                t20 = _compare('>', t19, (1))
+            if t20:
+                t22 = t16.lookup('model')
+                if t22 is None: t22 = Missing('model')
+                if t22.__class__ is dict and 'num_experts' in t22:
+                    t23 = t22['num_experts']
+                    if t23 is None: t23 = Missing('model.num_experts')
                 else:
-                    t26 = attr_value(t25, 'num_experts', 'model.num_experts')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = t21
-                if t27 is None: t27 = Missing('e')
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = _binop('%', t26, t27, t19)
-                if t28.__class__ is int:
-                    t29 = t28 == (0)
+                    t23 = attr_value(t22, 'num_experts', 'model.num_experts')
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                if t23.__class__ is int and t19.__class__ is int and t19:
+                    t24 = t23 % t19
+                    if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
                 else:
-                    t29 = _compare('==', t28, (0))
-                t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                    t24 = _binop('%', t23, t19, env)
+                if t24.__class__ is int:
+                    t25 = t24 == (0)
+                else:
+                    t25 = _compare('==', t24, (0))
+                t21 = t25
             else:
-                t24 = False
-            if (t24 if t24.__class__ is bool else _truth(t24)):
-                t30 = t21
-                if t30 is None: t30 = Missing('e')
-                t10.append(t30)
+                t21 = False
+            if t21:
+                t10.append(t19)
                 t11.mem -= 1
                 if t11.mem < 0: _charge_mem(env, 0)
                 if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t9 = t10
     else:
-        t31 = []
-        t32 = env.budget
-        t34 = env.lookup('model')
-        if t34 is None: t34 = Missing('model')
-        if t34.__class__ is dict and 'num_experts' in t34:
-            t35 = t34['num_experts']
-            if t35 is None: t35 = Missing('model.num_experts')
+        t26 = []
+        t27 = env.budget
+        t29 = env.lookup('model')
+        if t29 is None: t29 = Missing('model')
+        if t29.__class__ is dict and 'num_experts' in t29:
+            t30 = t29['num_experts']
+            if t30 is None: t30 = Missing('model.num_experts')
         else:
-            t35 = attr_value(t34, 'num_experts', 'model.num_experts')
-        t36 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t35])
-        t33 = loop_items(t36)
-        t37 = Env({}, None, t32, env)
-        t38 = t37.values
-        for t39 in t33:
-            t32.left -= 8
-            if t32.left < 0: _charge(env, 0)
-            t38['e'] = t39
-            t37.let_cache = None
-            t40 = t39
-            if t40 is None: t40 = Missing('e')
-            if t40.__class__ is int:
-                t41 = t40 > (1)
+            t30 = attr_value(t29, 'num_experts', 'model.num_experts')
+        t31 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t30])
+        t28 = t31
+        if t28.__class__ is not list: t28 = loop_items(t28)
+        for t34 in t28:
+            t27.left -= 8
+            if t27.left < 0: _charge(env, 0)
+            t35 = t34
+            if t35 is None: t35 = Missing('e')
+            if t35.__class__ is int:
+                t36 = t35 > (1)
             else:
-                t41 = _compare('>', t40, (1))
-            if (t41 if t41.__class__ is bool else _truth(t41)):
-                t42 = t39
-                if t42 is None: t42 = Missing('e')
-                t31.append(t42)
-                t32.mem -= 1
-                if t32.mem < 0: _charge_mem(env, 0)
-                if len(t31) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t9 = t31
+                t36 = _compare('>', t35, (1))
+            if t36:
+                t26.append(t35)
+                t27.mem -= 1
+                if t27.mem < 0: _charge_mem(env, 0)
+                if len(t26) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t9 = t26
     return t9
 
 def e146(env):
@@ -4581,7 +4590,7 @@ def e147(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = env.lookup('megatron')
         if t5 is None: t5 = Missing('megatron')
         t6 = attr_value(t5, 'args', 'megatron.args')
@@ -4592,24 +4601,18 @@ def e147(env):
             t8 = ('--expert-model-parallel-size')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', ('set '), t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t9, (' to '), env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t10, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, (' (it divides the '), env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = env.lookup('model')
         if t14 is None: t14 = Missing('model')
         t15 = attr_value(t14, 'num_experts', 'model.num_experts')
         t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
         if t16 is None or t16.__class__ is Missing: _need(t16)
         t17 = _binop('+', t13, t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
         t18 = _binop('+', t17, (' experts'), env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
         t19 = env.lookup('world_known')
         if t19 is None: t19 = Missing('world_known')
         if _truth(t19):
@@ -4618,7 +4621,6 @@ def e147(env):
             t20 = ('')
         if t20 is None or t20.__class__ is Missing: _need(t20)
         t21 = _binop('+', t18, t20, env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
         t22 = _binop('+', t21, ('), or '), env)
         t4 = t22
     else:
@@ -4645,7 +4647,11 @@ def e148(env):
     else:
         t4 = attr_value(t2, 'num_query_groups', 'megatron.args.num_query_groups')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t3, t4, env)
+    if t3.__class__ is int and t4.__class__ is int and t4:
+        t5 = t3 % t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('%', t3, t4, env)
     if t5.__class__ is int:
         t6 = t5 == (0)
     else:
@@ -4661,9 +4667,14 @@ def e149(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K37
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('megatron')
         if t6 is None: t6 = Missing('megatron')
         if t6.__class__ is dict and 'args' in t6:
@@ -4680,7 +4691,7 @@ def e149(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t7.__class__ is dict and 'multi_latent_attention' in t7:
                 t11 = t7['multi_latent_attention']
                 if t11 is None: t11 = Missing('megatron.args.multi_latent_attention')
@@ -4691,90 +4702,85 @@ def e149(env):
                 t13 = t12 != (True)
             else:
                 t13 = _compare('!=', t12, (True))
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             if t7.__class__ is dict and 'num_attention_heads' in t7:
                 t15 = t7['num_attention_heads']
                 if t15 is None: t15 = Missing('megatron.args.num_attention_heads')
             else:
                 t15 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
             t16 = not (t15 is None or t15.__class__ is Missing)
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+            t14 = t16
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             if t7.__class__ is dict and 'num_query_groups' in t7:
                 t18 = t7['num_query_groups']
                 if t18 is None: t18 = Missing('megatron.args.num_query_groups')
             else:
                 t18 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
             t19 = not (t18 is None or t18.__class__ is Missing)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+            t17 = t19
         else:
             t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            if t7.__class__ is dict and 'num_query_groups' in t7:
-                t21 = t7['num_query_groups']
-                if t21 is None: t21 = Missing('megatron.args.num_query_groups')
+        if t17:
+            if t18.__class__ is int:
+                t21 = t18 > (0)
             else:
-                t21 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
-            if t21.__class__ is int:
-                t22 = t21 > (0)
-            else:
-                t22 = _compare('>', t21, (0))
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+                t21 = _compare('>', t18, (0))
+            t20 = t21
         else:
             t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            if t7.__class__ is dict and 'num_attention_heads' in t7:
-                t24 = t7['num_attention_heads']
-                if t24 is None: t24 = Missing('megatron.args.num_attention_heads')
+        if t20:
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t23 = env.lookup('tp')
+            if t23 is None: t23 = Missing('tp')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            if t15.__class__ is int and t23.__class__ is int and t23:
+                t24 = t15 % t23
+                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
             else:
-                t24 = attr_value(t7, 'num_attention_heads', 'megatron.args.num_attention_heads')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = env.lookup('tp')
-            if t25 is None: t25 = Missing('tp')
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = _binop('%', t24, t25, env)
-            if t26.__class__ is int:
-                t27 = t26 == (0)
+                t24 = _binop('%', t15, t23, env)
+            if t24.__class__ is int:
+                t25 = t24 == (0)
             else:
-                t27 = _compare('==', t26, (0))
-            t23 = (t27 if t27.__class__ is bool else _truth(t27))
+                t25 = _compare('==', t24, (0))
+            t22 = t25
         else:
-            t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            if t7.__class__ is dict and 'num_query_groups' in t7:
-                t29 = t7['num_query_groups']
-                if t29 is None: t29 = Missing('megatron.args.num_query_groups')
+            t22 = False
+        if t22:
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            if t18.__class__ is int and t23.__class__ is int and t23:
+                t27 = t18 % t23
+                if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
             else:
-                t29 = attr_value(t7, 'num_query_groups', 'megatron.args.num_query_groups')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = env.lookup('tp')
-            if t30 is None: t30 = Missing('tp')
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = _binop('%', t29, t30, env)
-            if t31.__class__ is int:
-                t32 = t31 == (0)
+                t27 = _binop('%', t18, t23, env)
+            if t27.__class__ is int:
+                t28 = t27 == (0)
             else:
-                t32 = _compare('==', t31, (0))
-            if not (t32 if t32.__class__ is bool else _truth(t32)):
-                if t30 is None or t30.__class__ is Missing: _need(t30)
-                if t29 is None or t29.__class__ is Missing: _need(t29)
-                t34 = _binop('%', t30, t29, env)
-                if t34.__class__ is int:
-                    t35 = t34 == (0)
+                t28 = _compare('==', t27, (0))
+            if not t28:
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                if t23.__class__ is int and t18.__class__ is int and t18:
+                    t30 = t23 % t18
+                    if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
                 else:
-                    t35 = _compare('==', t34, (0))
-                t33 = (t35 if t35.__class__ is bool else _truth(t35))
+                    t30 = _binop('%', t23, t18, env)
+                if t30.__class__ is int:
+                    t31 = t30 == (0)
+                else:
+                    t31 = _compare('==', t30, (0))
+                t29 = t31
             else:
-                t33 = True
-            t28 = (t33 if t33.__class__ is bool else _truth(t33))
+                t29 = True
+            t26 = t29
         else:
-            t28 = False
-        t5 = (t28 if t28.__class__ is bool else _truth(t28))
+            t26 = False
+        t5 = t26
     else:
         t5 = False
     return t5
@@ -4852,7 +4858,8 @@ def e155(env):
     t4 = env.lookup('h')
     if t4 is None: t4 = Missing('h')
     t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-    t3 = loop_items(t5)
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
     for t8 in t3:
@@ -4866,28 +4873,32 @@ def e155(env):
         t10 = t6.lookup('tp')
         if t10 is None: t10 = Missing('tp')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('%', t9, t10, t6)
+        if t9.__class__ is int and t10.__class__ is int and t10:
+            t11 = t9 % t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('%', t9, t10, env)
         if t11.__class__ is int:
             t12 = t11 == (0)
         else:
             t12 = _compare('==', t11, (0))
-        if not (t12 if t12.__class__ is bool else _truth(t12)):
+        if not t12:
             if t10 is None or t10.__class__ is Missing: _need(t10)
-            t14 = t8
-            if t14 is None: t14 = Missing('d')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = _binop('%', t10, t14, t6)
-            if t15.__class__ is int:
-                t16 = t15 == (0)
+            if t9 is None or t9.__class__ is Missing: _need(t9)
+            if t10.__class__ is int and t9.__class__ is int and t9:
+                t14 = t10 % t9
+                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
             else:
-                t16 = _compare('==', t15, (0))
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = _binop('%', t10, t9, env)
+            if t14.__class__ is int:
+                t15 = t14 == (0)
+            else:
+                t15 = _compare('==', t14, (0))
+            t13 = t15
         else:
             t13 = True
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t17 = t8
-            if t17 is None: t17 = Missing('d')
-            t1.append(t17)
+        if t13:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -4936,7 +4947,7 @@ def e162(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', (', and a multiple or divisor of tp '), t4, env)

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -70,14 +70,11 @@ def e2(env):
         if t5 is None: t5 = Missing('native.dims')
     else:
         t5 = attr_value(t4, 'dims', 'native.dims')
-    t3 = loop_items(t5)
-    t6 = Env({}, None, t2, env)
-    t7 = t6.values
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t8 in t3:
         t2.left -= 13
         if t2.left < 0: _charge(env, 0)
-        t7['d'] = t8
-        t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('d')
         if t9.__class__ is dict and 'role' in t9:
@@ -86,25 +83,21 @@ def e2(env):
         else:
             t10 = attr_value(t9, 'role', 'd.role')
         t11 = not (t10 is None or t10.__class__ is Missing)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t13 = t8
-            if t13 is None: t13 = Missing('d')
-            if t13.__class__ is dict and 'size' in t13:
-                t14 = t13['size']
-                if t14 is None: t14 = Missing('d.size')
+        if t11:
+            if t9.__class__ is dict and 'size' in t9:
+                t13 = t9['size']
+                if t13 is None: t13 = Missing('d.size')
             else:
-                t14 = attr_value(t13, 'size', 'd.size')
-            if t14.__class__ is int:
-                t15 = t14 != (1)
+                t13 = attr_value(t9, 'size', 'd.size')
+            if t13.__class__ is int:
+                t14 = t13 != (1)
             else:
-                t15 = _compare('!=', t14, (1))
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('!=', t13, (1))
+            t12 = t14
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t16 = t8
-            if t16 is None: t16 = Missing('d')
-            t1.append(t16)
+        if t12:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -115,7 +108,8 @@ def e3(env):
     t2 = env.budget
     t4 = env.lookup('dims')
     if t4 is None: t4 = Missing('dims')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -140,9 +134,9 @@ def e3(env):
         if t9.__class__ is t12.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 > t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t5, t9, t12)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t9, t12)
             t10 = _compare('>', t9, t12)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t14 = t5.lookup('params')
             if t14 is None: t14 = Missing('params')
             if t14.__class__ is dict and 'rank' in t14:
@@ -151,35 +145,31 @@ def e3(env):
             else:
                 t15 = attr_value(t14, 'rank', 'params.rank')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = t7
-            if t16 is None: t16 = Missing('d')
-            if t16.__class__ is dict and 'role' in t16:
-                t17 = t16['role']
-                if t17 is None: t17 = Missing('d.role')
+            if t8.__class__ is dict and 'role' in t8:
+                t16 = t8['role']
+                if t16 is None: t16 = Missing('d.role')
             else:
-                t17 = attr_value(t16, 'role', 'd.role')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = index_value(t15, t17, 'params.rank')
+                t16 = attr_value(t8, 'role', 'd.role')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = index_value(t15, t16, 'params.rank')
             if t15 is None or t15.__class__ is Missing: _need(t15)
             if t11.__class__ is dict and 'role' in t11:
-                t20 = t11['role']
-                if t20 is None: t20 = Missing('item.role')
+                t19 = t11['role']
+                if t19 is None: t19 = Missing('item.role')
             else:
-                t20 = attr_value(t11, 'role', 'item.role')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = index_value(t15, t20, 'params.rank')
-            if t18.__class__ is t21.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 < t21
+                t19 = attr_value(t11, 'role', 'item.role')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t15, t19, 'params.rank')
+            if t17.__class__ is t20.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                t18 = t17 < t20
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t5, t18, t21)
-                t19 = _compare('<', t18, t21)
-            t13 = (t19 if t19.__class__ is bool else _truth(t19))
+                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t17, t20)
+                t18 = _compare('<', t17, t20)
+            t13 = t18
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t22 = t7
-            if t22 is None: t22 = Missing('d')
-            t1.append(t22)
+        if t13:
+            t1.append(t8)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -189,7 +179,8 @@ def e4(env):
     t1 = []
     t2 = env.budget
     t4 = K0
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -204,7 +195,8 @@ def e4(env):
             if t10 is None: t10 = Missing('native.dims')
         else:
             t10 = attr_value(t9, 'dims', 'native.dims')
-        t8 = loop_items(t10)
+        t8 = t10
+        if t8.__class__ is not list: t8 = loop_items(t8)
         t11 = Env({}, None, t2, t5)
         t12 = t11.values
         for t13 in t8:
@@ -220,7 +212,7 @@ def e4(env):
             else:
                 t15 = attr_value(t14, 'role', 'd.role')
             t16 = not (t15 is None or t15.__class__ is Missing)
-            if (t16 if t16.__class__ is bool else _truth(t16)):
+            if t16:
                 t18 = t11.lookup('params')
                 if t18 is None: t18 = Missing('params')
                 if t18.__class__ is dict and 'rank' in t18:
@@ -229,72 +221,64 @@ def e4(env):
                 else:
                     t19 = attr_value(t18, 'rank', 'params.rank')
                 if t19 is None or t19.__class__ is Missing: _need(t19)
-                t20 = t13
-                if t20 is None: t20 = Missing('d')
-                if t20.__class__ is dict and 'role' in t20:
-                    t21 = t20['role']
-                    if t21 is None: t21 = Missing('d.role')
+                if t15 is None or t15.__class__ is Missing: _need(t15)
+                t20 = index_value(t19, t15, 'params.rank')
+                t22 = t7
+                if t22 is None: t22 = Missing('r')
+                if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                    t21 = t20 == t22
                 else:
-                    t21 = attr_value(t20, 'role', 'd.role')
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = index_value(t19, t21, 'params.rank')
-                t24 = t7
-                if t24 is None: t24 = Missing('r')
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 == t24
-                else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t11, t22, t24)
-                    t23 = _compare('==', t22, t24)
-                t17 = (t23 if t23.__class__ is bool else _truth(t23))
+                    if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                    t21 = _compare('==', t20, t22)
+                t17 = t21
             else:
                 t17 = False
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t25 = t13
-                if t25 is None: t25 = Missing('d')
-                t1.append(t25)
+            if t17:
+                t1.append(t14)
                 t2.mem -= 1
                 if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t26 = []
-    t27 = env.budget
-    t29 = env.lookup('native')
-    if t29 is None: t29 = Missing('native')
-    if t29.__class__ is dict and 'dims' in t29:
-        t30 = t29['dims']
-        if t30 is None: t30 = Missing('native.dims')
+    t23 = []
+    t24 = env.budget
+    t26 = env.lookup('native')
+    if t26 is None: t26 = Missing('native')
+    if t26.__class__ is dict and 'dims' in t26:
+        t27 = t26['dims']
+        if t27 is None: t27 = Missing('native.dims')
     else:
-        t30 = attr_value(t29, 'dims', 'native.dims')
-    t28 = loop_items(t30)
-    t31 = Env({}, None, t27, env)
-    t32 = t31.values
-    for t33 in t28:
-        t27.left -= 8
-        if t27.left < 0: _charge(env, 0)
-        t32['d'] = t33
-        t31.let_cache = None
-        t34 = t33
-        if t34 is None: t34 = Missing('d')
-        if t34.__class__ is dict and 'role' in t34:
-            t35 = t34['role']
-            if t35 is None: t35 = Missing('d.role')
+        t27 = attr_value(t26, 'dims', 'native.dims')
+    t25 = t27
+    if t25.__class__ is not list: t25 = loop_items(t25)
+    for t30 in t25:
+        t24.left -= 8
+        if t24.left < 0: _charge(env, 0)
+        t31 = t30
+        if t31 is None: t31 = Missing('d')
+        if t31.__class__ is dict and 'role' in t31:
+            t32 = t31['role']
+            if t32 is None: t32 = Missing('d.role')
         else:
-            t35 = attr_value(t34, 'role', 'd.role')
-        t36 = (t35 is None or t35.__class__ is Missing)
-        if (t36 if t36.__class__ is bool else _truth(t36)):
-            t37 = t33
-            if t37 is None: t37 = Missing('d')
-            t26.append(t37)
-            t27.mem -= 1
-            if t27.mem < 0: _charge_mem(env, 0)
-            if len(t26) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t26 is None or t26.__class__ is Missing: _need(t26)
-    if t1.__class__ is int and t26.__class__ is int:
-        t38 = t1 + t26
-        if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
+            t32 = attr_value(t31, 'role', 'd.role')
+        t33 = (t32 is None or t32.__class__ is Missing)
+        if t33:
+            t23.append(t31)
+            t24.mem -= 1
+            if t24.mem < 0: _charge_mem(env, 0)
+            if len(t23) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t23 is None or t23.__class__ is Missing: _need(t23)
+    if t1.__class__ is int and t23.__class__ is int:
+        t34 = t1 + t23
+        if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+    elif t1.__class__ is list and t23.__class__ is list and len(t1) + len(t23) <= MAX_LIST:
+        t34 = t1 + t23
+        env.budget.left -= len(t34)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t34)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
-        t38 = _binop('+', t1, t26, env)
-    return t38
+        t34 = _binop('+', t1, t23, env)
+    return t34
 
 def e5(env):
     t1 = env.lookup('item')
@@ -307,33 +291,26 @@ def e6(env):
     t2 = env.budget
     t4 = env.lookup('inner')
     if t4 is None: t4 = Missing('inner')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 11
         if t2.left < 0: _charge(env, 0)
-        t6['d'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('d')
         t9 = attr_value(t8, 'name', 'd.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t9, (' ('), t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('d')
-        t12 = attr_value(t11, 'role', 'd.role')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('+', t10, t12, t5)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('+', t13, (')'), t5)
-        t1.append(t14)
+        t10 = _binop('+', t9, (' ('), env)
+        t11 = attr_value(t8, 'role', 'd.role')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t10, t11, env)
+        t13 = _binop('+', t12, (')'), env)
+        t1.append(t13)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t15
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t14
 
 def e7(env):
     t1 = env.lookup('item')
@@ -342,7 +319,7 @@ def e7(env):
     t4 = K1
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
-    if _truth(t3):
+    if t3:
         t5 = ('tp should be innermost so its groups are consecutive ranks on one node')
     else:
         t5 = ('the usual order, outer to inner, is pp / dp_replicate, dp_shard, cp / ep, tp')
@@ -353,14 +330,11 @@ def e8(env):
     t2 = env.budget
     t4 = env.lookup('sorted_dims')
     if t4 is None: t4 = Missing('sorted_dims')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 4
         if t2.left < 0: _charge(env, 0)
-        t6['d'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('d')
         t9 = attr_value(t8, 'name', 'd.name')
@@ -387,7 +361,8 @@ def e10(env):
     t4 = env.lookup('native')
     if t4 is None: t4 = Missing('native')
     t5 = attr_value(t4, 'dims', 'native.dims')
-    t3 = loop_items(t5)
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
     for t8 in t3:
@@ -403,17 +378,15 @@ def e10(env):
         if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
             t11 = t10 == t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('==', t10, t12)
-        if _truth(t11):
-            t13 = t8
-            if t13 is None: t13 = Missing('d')
-            t1.append(t13)
+        if t11:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    return t14
+    t13 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    return t13
 
 def e11(env):
     t1 = []
@@ -421,7 +394,8 @@ def e11(env):
     t4 = env.lookup('native')
     if t4 is None: t4 = Missing('native')
     t5 = attr_value(t4, 'dims', 'native.dims')
-    t3 = loop_items(t5)
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
     for t8 in t3:
@@ -437,19 +411,17 @@ def e11(env):
         if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
             t11 = t10 == t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('==', t10, t12)
-        if _truth(t11):
-            t13 = t8
-            if t13 is None: t13 = Missing('d')
-            t14 = attr_value(t13, 'key', 'd.key')
-            t1.append(t14)
+        if t11:
+            t13 = attr_value(t9, 'key', 'd.key')
+            t1.append(t13)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t15 = index_value(t1, (1), '?')
-    return t15
+    t14 = index_value(t1, (1), '?')
+    return t14
 
 def e12(env):
     t1 = env.lookup('item')
@@ -472,14 +444,11 @@ def e13(env):
         if t5 is None: t5 = Missing('native.dims')
     else:
         t5 = attr_value(t4, 'dims', 'native.dims')
-    t3 = loop_items(t5)
-    t6 = Env({}, None, t2, env)
-    t7 = t6.values
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t8 in t3:
         t2.left -= 8
         if t2.left < 0: _charge(env, 0)
-        t7['d'] = t8
-        t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('d')
         if t9.__class__ is dict and 'name' in t9:
@@ -488,10 +457,8 @@ def e13(env):
         else:
             t10 = attr_value(t9, 'name', 'd.name')
         t11 = not (t10 is None or t10.__class__ is Missing)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t12 = t8
-            if t12 is None: t12 = Missing('d')
-            t1.append(t12)
+        if t11:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -522,14 +489,11 @@ def e15(env):
         if t5 is None: t5 = Missing('native.dims')
     else:
         t5 = attr_value(t4, 'dims', 'native.dims')
-    t3 = loop_items(t5)
-    t6 = Env({}, None, t2, env)
-    t7 = t6.values
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t8 in t3:
         t2.left -= 9
         if t2.left < 0: _charge(env, 0)
-        t7['d'] = t8
-        t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('d')
         if t9.__class__ is dict and 'size' in t9:
@@ -541,12 +505,10 @@ def e15(env):
         if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
             t11 = t10 == t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('==', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t13 = t8
-            if t13 is None: t13 = Missing('d')
-            t1.append(t13)
+        if t11:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -563,14 +525,11 @@ def e17(env):
     t2 = env.budget
     t4 = env.lookup('fills')
     if t4 is None: t4 = Missing('fills')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 4
         if t2.left < 0: _charge(env, 0)
-        t6['d'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('d')
         t9 = attr_value(t8, 'name', 'd.name')

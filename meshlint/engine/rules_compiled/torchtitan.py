@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 457651586, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -214,8 +214,13 @@ def e4(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K0
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e5(env):
@@ -235,14 +240,14 @@ def e7(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
         t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
         if t6.__class__ is int:
             t7 = t6 > (0)
         else:
             t7 = _compare('>', t6, (0))
-        t4 = _truth(t7)
+        t4 = t7
     else:
         t4 = False
     return t4
@@ -252,24 +257,24 @@ def e8(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
         t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
         if t6.__class__ is int:
             t7 = t6 == (0)
         else:
             t7 = _compare('==', t6, (0))
-        t4 = _truth(t7)
+        t4 = t7
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t9 = attr_value(t1, 'other_versions', 'item.other_versions')
         t10 = call_value(env, F_len.fn, F_len.cost, False, [t9])
         if t10.__class__ is int:
             t11 = t10 > (0)
         else:
             t11 = _compare('>', t10, (0))
-        t8 = _truth(t11)
+        t8 = t11
     else:
         t8 = False
     return t8
@@ -279,24 +284,24 @@ def e9(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t1, 'elsewhere', 'item.elsewhere')
         t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
         if t6.__class__ is int:
             t7 = t6 == (0)
         else:
             t7 = _compare('==', t6, (0))
-        t4 = _truth(t7)
+        t4 = t7
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t9 = attr_value(t1, 'other_versions', 'item.other_versions')
         t10 = call_value(env, F_len.fn, F_len.cost, False, [t9])
         if t10.__class__ is int:
             t11 = t10 == (0)
         else:
             t11 = _compare('==', t10, (0))
-        t8 = _truth(t11)
+        t8 = t11
     else:
         t8 = False
     return t8
@@ -306,10 +311,9 @@ def e10(env):
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = _binop('+', (' (did you mean '), t2, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', t5, ('?)'), env)
         t4 = t6
     else:
@@ -319,12 +323,11 @@ def e10(env):
             t9 = t8 > (0)
         else:
             t9 = _compare('>', t8, (0))
-        if _truth(t9):
+        if t9:
             if t7 is None or t7.__class__ is Missing: _need(t7)
             t11 = index_value(t7, (0), 'item.elsewhere')
             if t11 is None or t11.__class__ is Missing: _need(t11)
             t12 = _binop('+', (' (it is a key of ['), t11, env)
-            if t12 is None or t12.__class__ is Missing: _need(t12)
             t13 = _binop('+', t12, ('])'), env)
             t10 = t13
         else:
@@ -365,12 +368,12 @@ def e14(env):
     else:
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not t2:
         if t1.__class__ is int:
             t5 = t1 == (1)
         else:
             t5 = _compare('==', t1, (1))
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = t5
     else:
         t4 = True
     return t4
@@ -384,16 +387,21 @@ def e15(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K1
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -411,7 +419,11 @@ def e17(env):
     t2 = env.lookup('expert')
     if t2 is None: t2 = Missing('expert')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 % t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('%', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
@@ -427,8 +439,13 @@ def e18(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K2
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e19(env):
@@ -443,7 +460,6 @@ def e19(env):
         if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
         t3 = _binop('*', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('tp')
     if t4 is None: t4 = Missing('tp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
@@ -490,7 +506,7 @@ def e23(env):
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if _truth(t4):
+    if t4:
         t6 = []
         t7 = env.budget
         if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -500,7 +516,7 @@ def e23(env):
             t10 = t9 == (0)
         else:
             t10 = _compare('==', t9, (0))
-        if _truth(t10):
+        if t10:
             if t1 is None or t1.__class__ is Missing: _need(t1)
             t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t1, t2])
             if t12 is None or t12.__class__ is Missing: _need(t12)
@@ -509,29 +525,24 @@ def e23(env):
         else:
             t11 = (1)
         t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t11])
-        t8 = loop_items(t14)
-        t15 = Env({}, None, t7, env)
-        t16 = t15.values
+        t8 = t14
+        if t8.__class__ is not list: t8 = loop_items(t8)
         for t17 in t8:
             t7.left -= 18
             if t7.left < 0: _charge(env, 0)
-            t16['e'] = t17
-            t15.let_cache = None
             t18 = t17
             if t18 is None: t18 = Missing('e')
             if t18.__class__ is int:
                 t19 = t18 > (1)
             else:
                 t19 = _compare('>', t18, (1))
-            if _truth(t19):
-                t20 = t17
-                if t20 is None: t20 = Missing('e')
-                t6.append(t20)
+            if t19:
+                t6.append(t18)
                 t7.mem -= 1
                 if t7.mem < 0: _charge_mem(env, 0)
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t21 = call_value(env, F_join.fn, F_join.cost, False, [t6])
-        t5 = t21
+        t20 = call_value(env, F_join.fn, F_join.cost, False, [t6])
+        t5 = t20
     else:
         t5 = ('(none with this etp)')
     return t5
@@ -545,16 +556,21 @@ def e24(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K3
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('etp')
         if t6 is None: t6 = Missing('etp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -586,9 +602,14 @@ def e26(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K4
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'name' in t6:
@@ -605,56 +626,56 @@ def e26(env):
             t10 = attr_value(t9, 'models', 'params.models')
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
         t8 = _compare('in', t7, t10)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t12 = env.lookup('dp_replicate')
             if t12 is None: t12 = Missing('dp_replicate')
             if t12.__class__ is int:
                 t13 = t12 > (1)
             else:
                 t13 = _compare('>', t12, (1))
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = t13
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t15 = env.lookup('dp_shard')
             if t15 is None: t15 = Missing('dp_shard')
             if t15.__class__ is int:
                 t16 = t15 == (1)
             else:
                 t16 = _compare('==', t15, (1))
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+            t14 = t16
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             t18 = env.lookup('cp')
             if t18 is None: t18 = Missing('cp')
             if t18.__class__ is int:
                 t19 = t18 == (1)
             else:
                 t19 = _compare('==', t18, (1))
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+            t17 = t19
         else:
             t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
+        if t17:
             if t7.__class__ is str:
                 t21 = t7 == ('llama4')
             else:
                 t21 = _compare('==', t7, ('llama4'))
-            if (t21 if t21.__class__ is bool else _truth(t21)):
+            if t21:
                 t23 = env.lookup('ep')
                 if t23 is None: t23 = Missing('ep')
                 if t23.__class__ is int:
                     t24 = t23 > (1)
                 else:
                     t24 = _compare('>', t23, (1))
-                t22 = (t24 if t24.__class__ is bool else _truth(t24))
+                t22 = t24
             else:
                 t22 = False
-            t25 = not (t22 if t22.__class__ is bool else _truth(t22))
-            t20 = (t25 if t25.__class__ is bool else _truth(t25))
+            t25 = not t22
+            t20 = t25
         else:
             t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+        t5 = t20
     else:
         t5 = False
     return t5
@@ -678,7 +699,6 @@ def e29(env):
     if t2 is None: t2 = Missing('tp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('*', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('pp')
     if t4 is None: t4 = Missing('pp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
@@ -718,9 +738,14 @@ def e32(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K5
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'name' in t6:
@@ -737,17 +762,17 @@ def e32(env):
             t10 = attr_value(t9, 'models', 'params.models')
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
         t8 = _compare('in', t7, t10)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t12 = env.lookup('ep')
             if t12 is None: t12 = Missing('ep')
             if t12.__class__ is int:
                 t13 = t12 > (1)
             else:
                 t13 = _compare('>', t12, (1))
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = t13
         else:
             t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+        t5 = t11
     else:
         t5 = False
     return t5
@@ -759,7 +784,7 @@ def e33(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('dp_replicate, fsdp')
     else:
         t3 = ('fsdp')
@@ -772,7 +797,7 @@ def e34(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ("['dp_replicate', 'fsdp']")
     else:
         t3 = ('fsdp')
@@ -804,7 +829,7 @@ def e37(env):
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t4 = t2
     else:
         t4 = ('(none)')
@@ -815,7 +840,7 @@ def e38(env):
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'flavor', 'model.flavor')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t4 = t2
     else:
         t4 = ('<flavor>')
@@ -855,7 +880,11 @@ def e41(env):
     else:
         t4 = attr_value(t3, 'microbatch_size', 'pipeline.microbatch_size')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t2, t4, env)
+    if t2.__class__ is int and t4.__class__ is int and t4:
+        t5 = t2 % t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('%', t2, t4, env)
     if t5.__class__ is int:
         t6 = t5 == (0)
     else:
@@ -871,16 +900,21 @@ def e42(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K6
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 3
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('pipeline')
             if t9 is None: t9 = Missing('pipeline')
             if t9.__class__ is dict and 'microbatch_size' in t9:
@@ -892,10 +926,10 @@ def e42(env):
                 t11 = t10 != (0)
             else:
                 t11 = _compare('!=', t10, (0))
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -932,17 +966,21 @@ def e46(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = env.lookup('per_step')
         if t5 is None: t5 = Missing('per_step')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = _binop('%', t2, t5, env)
+        if t2.__class__ is int and t5.__class__ is int and t5:
+            t6 = t2 % t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('%', t2, t5, env)
         if t6.__class__ is int:
             t7 = t6 == (0)
         else:
             t7 = _compare('==', t6, (0))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = t7
     else:
         t4 = False
     return t4
@@ -956,9 +994,14 @@ def e47(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K7
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 3
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('training')
         if t6 is None: t6 = Missing('training')
         if t6.__class__ is dict and 'global_batch_size' in t6:
@@ -972,7 +1015,7 @@ def e47(env):
         else:
             if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('!=', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1065,9 +1108,7 @@ def e55(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('+', t4, (1), env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = _binop('*', t1, t5, env)
     return t6
 
@@ -1083,7 +1124,11 @@ def e56(env):
     t3 = env.lookup('divisor')
     if t3 is None: t3 = Missing('divisor')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -1099,16 +1144,21 @@ def e57(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K8
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -1117,12 +1167,11 @@ def e58(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is int and (2).__class__ is int:
+    if t1.__class__ is int:
         t2 = t1 * (2)
         if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
     else:
         t2 = _binop('*', t1, (2), env)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('cp')
     if t3 is None: t3 = Missing('cp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
@@ -1158,7 +1207,6 @@ def e61(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t1, t4, env)
     return t5
 
@@ -1172,9 +1220,7 @@ def e62(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('+', t4, (1), env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = _binop('*', t1, t5, env)
     return t6
 
@@ -1187,9 +1233,14 @@ def e63(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K9
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('parallelism')
         if t6 is None: t6 = Missing('parallelism')
         if t6.__class__ is dict and 'async_tp' in t6:
@@ -1221,9 +1272,14 @@ def e65(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K10
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('parallelism')
         if t6 is None: t6 = Missing('parallelism')
         if t6.__class__ is dict and 'async_tp' in t6:
@@ -1238,10 +1294,10 @@ def e65(env):
                 t10 = t9 > (1)
             else:
                 t10 = _compare('>', t9, (1))
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1253,7 +1309,7 @@ def e66(env):
         t2 = t1 == ('0.1.0')
     else:
         t2 = _compare('==', t1, ('0.1.0'))
-    if _truth(t2):
+    if t2:
         t3 = ('[training] compile = true')
     else:
         t3 = ('[compile] enable = true')
@@ -1266,7 +1322,11 @@ def e67(env):
     t2 = env.lookup('cp')
     if t2 is None: t2 = Missing('cp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('//', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 // t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('//', t1, t2, env)
     t5 = env.lookup('params')
     if t5 is None: t5 = Missing('params')
     if t5.__class__ is dict and 'min_tokens_per_rank' in t5:
@@ -1290,16 +1350,21 @@ def e68(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K11
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -1316,7 +1381,11 @@ def e70(env):
     t2 = env.lookup('cp')
     if t2 is None: t2 = Missing('cp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('//', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 // t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('//', t1, t2, env)
     return t3
 
 def e71(env):
@@ -1355,16 +1424,21 @@ def e74(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K12
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -1378,16 +1452,21 @@ def e75(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K13
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 == (1)
         else:
             t7 = _compare('==', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('model')
             if t9 is None: t9 = Missing('model')
             if t9.__class__ is dict and 'name' in t9:
@@ -1404,10 +1483,10 @@ def e75(env):
                 t13 = attr_value(t12, 'models', 'params.models')
             if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t10, t13)
             t11 = _compare('in', t10, t13)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1416,7 +1495,7 @@ def e76(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is int and (2).__class__ is int:
+    if t1.__class__ is int:
         t2 = t1 * (2)
         if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
     else:
@@ -1445,7 +1524,11 @@ def e78(env):
     t2 = env.lookup('ep')
     if t2 is None: t2 = Missing('ep')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 % t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('%', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
@@ -1461,16 +1544,21 @@ def e79(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K14
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -1481,7 +1569,7 @@ def e80(env):
     t4 = env.lookup('choices')
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         if t4.__class__ is dict and 'ep' in t4:
             t7 = t4['ep']
             if t7 is None: t7 = Missing('choices.ep')
@@ -1493,7 +1581,8 @@ def e80(env):
         if t8 is None: t8 = Missing('region')
         t9 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t8])
         t6 = t9
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t10 = Env({}, None, t2, env)
     t11 = t10.values
     for t12 in t3:
@@ -1507,25 +1596,25 @@ def e80(env):
             t14 = t13 > (1)
         else:
             t14 = _compare('>', t13, (1))
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             t16 = t10.lookup('region')
             if t16 is None: t16 = Missing('region')
             if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = t12
-            if t17 is None: t17 = Missing('e')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = _binop('%', t16, t17, t10)
-            if t18.__class__ is int:
-                t19 = t18 == (0)
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            if t16.__class__ is int and t13.__class__ is int and t13:
+                t17 = t16 % t13
+                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
             else:
-                t19 = _compare('==', t18, (0))
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = _binop('%', t16, t13, env)
+            if t17.__class__ is int:
+                t18 = t17 == (0)
+            else:
+                t18 = _compare('==', t17, (0))
+            t15 = t18
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = t12
-            if t20 is None: t20 = Missing('e')
-            t1.append(t20)
+        if t15:
+            t1.append(t13)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1543,7 +1632,7 @@ def e82(env):
         t2 = t1 != ('0.3.0')
     else:
         t2 = _compare('!=', t1, ('0.3.0'))
-    if _truth(t2):
+    if t2:
         t3 = ('torchtitan main raises in ParallelDims')
     else:
         t3 = ('torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten')
@@ -1553,17 +1642,17 @@ def e83(env):
     t1 = env.lookup('framework_error')
     if t1 is None: t1 = Missing('framework_error')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('error_stage')
         if t4 is None: t4 = Missing('error_stage')
         if t4.__class__ is str:
             t5 = t4 != ('load')
         else:
             t5 = _compare('!=', t4, ('load'))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t7 = _binop('+', (': '), t1, env)
         t6 = t7
@@ -1579,11 +1668,10 @@ def e84(env):
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('use ep in {'), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, ('}'), env)
         t4 = t7
     else:
@@ -1609,9 +1697,14 @@ def e86(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K15
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -1626,10 +1719,10 @@ def e86(env):
                 t10 = t9 > (1)
             else:
                 t10 = _compare('>', t9, (1))
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1643,34 +1736,34 @@ def e87(env):
     else:
         t2 = attr_value(t1, 'is_moe', 'model.is_moe')
     t3 = not (t2 if t2.__class__ is bool else _truth(t2))
-    if not (t3 if t3.__class__ is bool else _truth(t3)):
+    if not t3:
         t5 = env.lookup('backend')
         if t5 is None: t5 = Missing('backend')
         if t5.__class__ is str:
             t6 = t5 == ('minimal_async_ep')
         else:
             t6 = _compare('==', t5, ('minimal_async_ep'))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = t6
     else:
         t4 = True
-    if not (t4 if t4.__class__ is bool else _truth(t4)):
+    if not t4:
         t8 = env.lookup('backend')
         if t8 is None: t8 = Missing('backend')
         if t8.__class__ is str:
             t9 = t8 == ('hybridep')
         else:
             t9 = _compare('==', t8, ('hybridep'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t1.__class__ is dict and 'non_blocking_capacity_factor' in t1:
                 t11 = t1['non_blocking_capacity_factor']
                 if t11 is None: t11 = Missing('model.non_blocking_capacity_factor')
             else:
                 t11 = attr_value(t1, 'non_blocking_capacity_factor', 'model.non_blocking_capacity_factor')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        t7 = (t10 if t10.__class__ is bool else _truth(t10))
+        t7 = t10
     else:
         t7 = True
     return t7
@@ -1684,9 +1777,14 @@ def e88(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K16
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -1701,7 +1799,7 @@ def e88(env):
                 t10 = t9 > (1)
             else:
                 t10 = _compare('>', t9, (1))
-            if (t10 if t10.__class__ is bool else _truth(t10)):
+            if t10:
                 t12 = env.lookup('training')
                 if t12 is None: t12 = Missing('training')
                 if t12.__class__ is dict and 'disable_cuda_graphs' in t12:
@@ -1710,13 +1808,13 @@ def e88(env):
                 else:
                     t13 = attr_value(t12, 'disable_cuda_graphs', 'training.disable_cuda_graphs')
                 t14 = not (t13 if t13.__class__ is bool else _truth(t13))
-                t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t11 = t14
             else:
                 t11 = False
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1744,7 +1842,11 @@ def e91(env):
     t2 = env.lookup('divisor')
     if t2 is None: t2 = Missing('divisor')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 % t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('%', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
@@ -1760,9 +1862,14 @@ def e92(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K17
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -1777,10 +1884,10 @@ def e92(env):
                 t10 = t9 > (1)
             else:
                 t10 = _compare('>', t9, (1))
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -1806,9 +1913,9 @@ def e93(env):
         t6 = t5 > (1)
     else:
         t6 = _compare('>', t5, (1))
-    if (t6 if t6.__class__ is bool else _truth(t6)):
+    if t6:
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if (2).__class__ is int and t5.__class__ is int:
+        if t5.__class__ is int:
             t8 = (2) * t5
             if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
@@ -1850,16 +1957,14 @@ def e96(env):
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
-        t7 = env.lookup('tp')
-        if t7 is None: t7 = Missing('tp')
-        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('+', ('tp '), t8, env)
-        t6 = t9
+    if t3:
+        t7 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = _binop('+', ('tp '), t7, env)
+        t6 = t8
     else:
         t6 = ('')
     return t6
@@ -1875,20 +1980,20 @@ def e97(env):
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         t7 = env.lookup('cp')
         if t7 is None: t7 = Missing('cp')
         if t7.__class__ is int:
             t8 = t7 > (1)
         else:
             t8 = _compare('>', t7, (1))
-        t6 = _truth(t8)
+        t6 = t8
     else:
         t6 = False
-    if _truth(t6):
+    if t6:
         t9 = (' × ')
     else:
         t9 = ('')
@@ -1901,7 +2006,7 @@ def e98(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t4 = _binop('*', (2), t1, env)
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
@@ -1919,7 +2024,7 @@ def e99(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'cp', 'keys.cp')
@@ -1954,9 +2059,7 @@ def e101(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t1, t4, env)
     return t5
 
@@ -1969,9 +2072,14 @@ def e102(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K18
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -1986,10 +2094,10 @@ def e102(env):
                 t10 = t9 > (1)
             else:
                 t10 = _compare('>', t9, (1))
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -2006,7 +2114,11 @@ def e103(env):
     t3 = env.lookup('per_iter')
     if t3 is None: t3 = Missing('per_iter')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('%', t2, t3, env)
+    if t2.__class__ is int and t3.__class__ is int and t3:
+        t4 = t2 % t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('%', t2, t3, env)
     if t4.__class__ is int:
         t5 = t4 == (0)
     else:
@@ -2022,9 +2134,14 @@ def e104(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K19
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -2046,10 +2163,10 @@ def e104(env):
             else:
                 if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
                 t11 = _compare('!=', t10, t12)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -2061,7 +2178,7 @@ def e105(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('parallelism')
         if t4 is None: t4 = Missing('parallelism')
         if t4.__class__ is dict and 'num_pp_microbatches' in t4:
@@ -2091,7 +2208,6 @@ def e106(env):
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
         t4 = _binop('*', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = env.lookup('batch')
     if t5 is None: t5 = Missing('batch')
     if t5 is None or t5.__class__ is Missing: _need(t5)
@@ -2119,7 +2235,7 @@ def e108(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('num_pp_microbatches × ')
     else:
         t3 = ('')
@@ -2132,7 +2248,7 @@ def e109(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('microbatches')
         if t4 is None: t4 = Missing('microbatches')
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
@@ -2186,9 +2302,7 @@ def e113(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('+', t4, (1), env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = _binop('*', t1, t5, env)
     return t6
 
@@ -2215,16 +2329,21 @@ def e115(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K20
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -2249,7 +2368,7 @@ def e117(env):
         t5 = t4 == ('0.3.0')
     else:
         t5 = _compare('==', t4, ('0.3.0'))
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         t7 = K21
         t6 = t7
     else:
@@ -2268,16 +2387,21 @@ def e118(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K23
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('model')
             if t9 is None: t9 = Missing('model')
             if t9.__class__ is dict and 'name' in t9:
@@ -2289,10 +2413,10 @@ def e118(env):
                 t11 = t10 != ('flux')
             else:
                 t11 = _compare('!=', t10, ('flux'))
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -2310,7 +2434,7 @@ def e120(env):
         t2 = t1 == ('0.3.0')
     else:
         t2 = _compare('==', t1, ('0.3.0'))
-    if _truth(t2):
+    if t2:
         t3 = ('torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)')
     else:
         t3 = ('torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.')
@@ -2339,16 +2463,21 @@ def e122(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K24
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -2360,7 +2489,7 @@ def e123(env):
         t2 = t1 == ('0.3.0')
     else:
         t2 = _compare('==', t1, ('0.3.0'))
-    if _truth(t2):
+    if t2:
         t3 = (' and pipeline_parallel_degree=1')
     else:
         t3 = ('')
@@ -2375,16 +2504,21 @@ def e124(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K25
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -2409,16 +2543,21 @@ def e126(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K26
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -2439,7 +2578,7 @@ def e127(env):
             t5 = attr_value(t1, 'components', 'compile.components')
         if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, ('model'), t5)
         t4 = _compare('in', ('model'), t5)
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = t4
     else:
         t3 = False
     return t3
@@ -2453,9 +2592,14 @@ def e128(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K27
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('compile')
         if t6 is None: t6 = Missing('compile')
         if t6.__class__ is dict and 'enable_async_tensor_parallel' in t6:
@@ -2473,7 +2617,7 @@ def e129(env):
     if t1 is None: t1 = Missing('compile')
     t2 = attr_value(t1, 'enable', 'compile.enable')
     t3 = not _truth(t2)
-    if _truth(t3):
+    if t3:
         t4 = ('compile.enable = True')
     else:
         t4 = ('')
@@ -2484,15 +2628,15 @@ def e130(env):
     if t1 is None: t1 = Missing('compile')
     t2 = attr_value(t1, 'enable', 'compile.enable')
     t3 = not _truth(t2)
-    if _truth(t3):
+    if t3:
         t6 = attr_value(t1, 'components', 'compile.components')
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('model'), t6)
         t5 = _compare('in', ('model'), t6)
-        t7 = not _truth(t5)
-        t4 = _truth(t7)
+        t7 = not t5
+        t4 = t7
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t8 = (' and ')
     else:
         t8 = ('')
@@ -2504,8 +2648,8 @@ def e131(env):
     t3 = attr_value(t2, 'components', 'compile.components')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('model'), t3)
     t1 = _compare('in', ('model'), t3)
-    t4 = not _truth(t1)
-    if _truth(t4):
+    t4 = not t1
+    if t4:
         t5 = ("'model' in compile.components")
     else:
         t5 = ('')
@@ -2518,7 +2662,7 @@ def e132(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not t2:
         t4 = env.lookup('model')
         if t4 is None: t4 = Missing('model')
         if t4.__class__ is dict and 'is_moe' in t4:
@@ -2527,7 +2671,7 @@ def e132(env):
         else:
             t5 = attr_value(t4, 'is_moe', 'model.is_moe')
         t6 = not (t5 if t5.__class__ is bool else _truth(t5))
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+        t3 = t6
     else:
         t3 = True
     return t3
@@ -2541,15 +2685,25 @@ def e133(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K28
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('backend')
         if t6 is None: t6 = Missing('backend')
         t8 = K29
-        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-        t7 = _compare('in', t6, t8)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        if t6.__class__ is str or t6.__class__ is int:
+            env.budget.left -= 3
+            if env.budget.left < 0: _charge(env, 0)
+            t7 = t6 in t8
+        else:
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('in', t6, t8)
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -2561,14 +2715,14 @@ def e134(env):
         t2 = t1 == ('deepep')
     else:
         t2 = _compare('==', t1, ('deepep'))
-    if _truth(t2):
+    if t2:
         t3 = ('DeepEP')
     else:
         if t1.__class__ is str:
             t4 = t1 == ('hybridep')
         else:
             t4 = _compare('==', t1, ('hybridep'))
-        if _truth(t4):
+        if t4:
             t5 = ('HybridEP')
         else:
             t5 = ('MinimalAsyncEP')
@@ -2582,7 +2736,11 @@ def e135(env):
     t2 = env.lookup('chunks')
     if t2 is None: t2 = Missing('chunks')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 % t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('%', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
@@ -2598,9 +2756,14 @@ def e136(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K30
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -2619,47 +2782,54 @@ def e136(env):
             if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = index_value(t10, ('class'), 'config.loss')
             t13 = K31
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-            t12 = _compare('in', t11, t13)
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t11.__class__ is str or t11.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t12 = t11 in t13
+            else:
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('in', t11, t13)
+            t8 = t12
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t15 = env.lookup('chunks')
             if t15 is None: t15 = Missing('chunks')
             if t15.__class__ is int:
                 t16 = t15 >= (1)
             else:
                 t16 = _compare('>=', t15, (1))
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+            t14 = t16
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             t18 = env.lookup('tokens')
             if t18 is None: t18 = Missing('tokens')
             if t18.__class__ is int:
                 t19 = t18 >= (1)
             else:
                 t19 = _compare('>=', t18, (1))
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+            t17 = t19
         else:
             t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t21 = env.lookup('tokens')
-            if t21 is None: t21 = Missing('tokens')
+        if t17:
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t21 = env.lookup('sp_cp')
+            if t21 is None: t21 = Missing('sp_cp')
             if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = env.lookup('sp_cp')
-            if t22 is None: t22 = Missing('sp_cp')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = _binop('%', t21, t22, env)
-            if t23.__class__ is int:
-                t24 = t23 == (0)
+            if t18.__class__ is int and t21.__class__ is int and t21:
+                t22 = t18 % t21
+                if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
             else:
-                t24 = _compare('==', t23, (0))
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+                t22 = _binop('%', t18, t21, env)
+            if t22.__class__ is int:
+                t23 = t22 == (0)
+            else:
+                t23 = _compare('==', t22, (0))
+            t20 = t23
         else:
             t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+        t5 = t20
     else:
         t5 = False
     return t5
@@ -2686,7 +2856,11 @@ def e138(env):
     t2 = env.lookup('cp')
     if t2 is None: t2 = Missing('cp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('//', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 // t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('//', t1, t2, env)
     return t3
 
 def e139(env):
@@ -2718,13 +2892,11 @@ def e141(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', (' / cp '), t4, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', t5, (' = '), env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = env.lookup('local')
         if t7 is None: t7 = Missing('local')
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
@@ -2743,7 +2915,8 @@ def e142(env):
     t7 = env.lookup('local')
     if t7 is None: t7 = Missing('local')
     t8 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t7])
-    t6 = loop_items(t8)
+    t6 = t8
+    if t6.__class__ is not list: t6 = loop_items(t6)
     t9 = Env({}, None, t5, env)
     t10 = t9.values
     for t11 in t6:
@@ -2758,72 +2931,64 @@ def e142(env):
         if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
             t13 = t12 <= t14
         else:
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, t12, t14)
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('<=', t12, t14)
-        if _truth(t13):
-            t15 = t11
-            if t15 is None: t15 = Missing('x')
-            t4.append(t15)
+        if t13:
+            t4.append(t12)
             t5.mem -= 1
             if t5.mem < 0: _charge_mem(env, 0)
             if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_max.fn, F_max.cost, False, [t4])
-    t17 = []
-    t18 = env.budget
-    t20 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t7])
-    t19 = loop_items(t20)
-    t21 = Env({}, None, t18, env)
-    t22 = t21.values
-    for t23 in t19:
-        t18.left -= 7
-        if t18.left < 0: _charge(env, 0)
-        t22['x'] = t23
-        t21.let_cache = None
-        t24 = t23
-        if t24 is None: t24 = Missing('x')
-        t26 = t21.lookup('chunks')
-        if t26 is None: t26 = Missing('chunks')
-        if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-            t25 = t24 >= t26
+    t15 = call_value(env, F_max.fn, F_max.cost, False, [t4])
+    t16 = []
+    t17 = env.budget
+    t19 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t7])
+    t18 = t19
+    if t18.__class__ is not list: t18 = loop_items(t18)
+    t20 = Env({}, None, t17, env)
+    t21 = t20.values
+    for t22 in t18:
+        t17.left -= 7
+        if t17.left < 0: _charge(env, 0)
+        t21['x'] = t22
+        t20.let_cache = None
+        t23 = t22
+        if t23 is None: t23 = Missing('x')
+        t25 = t20.lookup('chunks')
+        if t25 is None: t25 = Missing('chunks')
+        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+            t24 = t23 >= t25
         else:
-            if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t21, t24, t26)
-            t25 = _compare('>=', t24, t26)
-        if _truth(t25):
-            t27 = t23
-            if t27 is None: t27 = Missing('x')
-            t17.append(t27)
-            t18.mem -= 1
-            if t18.mem < 0: _charge_mem(env, 0)
-            if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t17 is None or t17.__class__ is Missing: _need(t17)
-    t28 = [t7]
-    if t28 is None or t28.__class__ is Missing: _need(t28)
-    t29 = _binop('+', t17, t28, env)
-    t30 = call_value(env, F_min.fn, F_min.cost, False, [t29])
-    t31 = [t16, t30]
-    t3 = loop_items(t31)
-    t32 = Env({}, None, t2, env)
-    t33 = t32.values
-    for t34 in t3:
+            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
+            t24 = _compare('>=', t23, t25)
+        if t24:
+            t16.append(t23)
+            t17.mem -= 1
+            if t17.mem < 0: _charge_mem(env, 0)
+            if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t16 is None or t16.__class__ is Missing: _need(t16)
+    t26 = [t7]
+    if t26 is None or t26.__class__ is Missing: _need(t26)
+    t27 = _binop('+', t16, t26, env)
+    t28 = call_value(env, F_min.fn, F_min.cost, False, [t27])
+    t29 = [t15, t28]
+    t3 = t29
+    if t3.__class__ is not list: t3 = loop_items(t3)
+    for t32 in t3:
         t2.left -= 25
         if t2.left < 0: _charge(env, 0)
-        t33['d'] = t34
-        t32.let_cache = None
-        t35 = t34
-        if t35 is None: t35 = Missing('d')
-        if t35.__class__ is int:
-            t36 = t35 > (0)
+        t33 = t32
+        if t33 is None: t33 = Missing('d')
+        if t33.__class__ is int:
+            t34 = t33 > (0)
         else:
-            t36 = _compare('>', t35, (0))
-        if _truth(t36):
-            t37 = t34
-            if t37 is None: t37 = Missing('d')
-            t1.append(t37)
+            t34 = _compare('>', t33, (0))
+        if t34:
+            t1.append(t33)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t38 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
-    return t38
+    t35 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
+    return t35
 
 def e143(env):
     t1 = env.lookup('local')
@@ -2853,9 +3018,7 @@ def e145(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t1, t4, env)
     return t5
 
@@ -2868,9 +3031,14 @@ def e146(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K32
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -2889,47 +3057,54 @@ def e146(env):
             if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = index_value(t10, ('class'), 'config.loss')
             t13 = K33
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-            t12 = _compare('in', t11, t13)
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t11.__class__ is str or t11.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t12 = t11 in t13
+            else:
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('in', t11, t13)
+            t8 = t12
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t15 = env.lookup('chunks')
             if t15 is None: t15 = Missing('chunks')
             if t15.__class__ is int:
                 t16 = t15 >= (1)
             else:
                 t16 = _compare('>=', t15, (1))
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+            t14 = t16
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             t18 = env.lookup('seq')
             if t18 is None: t18 = Missing('seq')
             if t18.__class__ is int:
                 t19 = t18 >= (1)
             else:
                 t19 = _compare('>=', t18, (1))
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+            t17 = t19
         else:
             t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t21 = env.lookup('seq')
-            if t21 is None: t21 = Missing('seq')
+        if t17:
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t21 = env.lookup('sp_cp')
+            if t21 is None: t21 = Missing('sp_cp')
             if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = env.lookup('sp_cp')
-            if t22 is None: t22 = Missing('sp_cp')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = _binop('%', t21, t22, env)
-            if t23.__class__ is int:
-                t24 = t23 == (0)
+            if t18.__class__ is int and t21.__class__ is int and t21:
+                t22 = t18 % t21
+                if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
             else:
-                t24 = _compare('==', t23, (0))
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+                t22 = _binop('%', t18, t21, env)
+            if t22.__class__ is int:
+                t23 = t22 == (0)
+            else:
+                t23 = _compare('==', t22, (0))
+            t20 = t23
         else:
             t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+        t5 = t20
     else:
         t5 = False
     return t5
@@ -2957,9 +3132,7 @@ def e148(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t1, t4, env)
     return t5
 
@@ -2972,8 +3145,13 @@ def e149(env):
     else:
         t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
     t4 = K34
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e150(env):
@@ -2985,16 +3163,21 @@ def e150(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K35
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('parallelism')
             if t9 is None: t9 = Missing('parallelism')
             if t9.__class__ is dict and 'context_parallel_load_balancer' in t9:
@@ -3003,10 +3186,10 @@ def e150(env):
             else:
                 t10 = attr_value(t9, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3032,16 +3215,21 @@ def e153(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K36
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
     return t5
@@ -3055,26 +3243,36 @@ def e154(env):
     else:
         t2 = attr_value(t1, 'family', 'model.family')
     t4 = K37
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if not (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if not t3:
         if t2.__class__ is str:
             t6 = t2 == ('muse_glimmer')
         else:
             t6 = _compare('==', t2, ('muse_glimmer'))
-        if (t6 if t6.__class__ is bool else _truth(t6)):
+        if t6:
             if t1.__class__ is dict and 'flavor' in t1:
                 t8 = t1['flavor']
                 if t8 is None: t8 = Missing('model.flavor')
             else:
                 t8 = attr_value(t1, 'flavor', 'model.flavor')
             t10 = K38
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('in', t8, t10)
-            t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            if t8.__class__ is str or t8.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t9 = t8 in t10
+            else:
+                if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+                t9 = _compare('in', t8, t10)
+            t7 = t9
         else:
             t7 = False
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = True
     return t5
@@ -3091,14 +3289,14 @@ def e155(env):
         t3 = t2 == ('kimi')
     else:
         t3 = _compare('==', t2, ('kimi'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t4 = ('Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).')
     else:
         if t2.__class__ is str:
             t5 = t2 == ('qwen3_5')
         else:
             t5 = _compare('==', t2, ('qwen3_5'))
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if t5:
             t6 = ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...')
         else:
             t6 = ('context parallel is not supported for the Muse Glimmer vision encoder.')
@@ -3118,7 +3316,7 @@ def e157(env):
         t3 = t2 != ('kimi')
     else:
         t3 = _compare('!=', t2, ('kimi'))
-    if _truth(t3):
+    if t3:
         t4 = (', tensor')
     else:
         t4 = ('')
@@ -3142,9 +3340,14 @@ def e159(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K39
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'name' in t6:
@@ -3156,7 +3359,7 @@ def e159(env):
             t8 = t7 == ('flux')
         else:
             t8 = _compare('==', t7, ('flux'))
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3187,12 +3390,16 @@ def e161(env):
         t2 = t1 > (0)
     else:
         t2 = _compare('>', t1, (0))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t4 = env.lookup('per_iter')
         if t4 is None: t4 = Missing('per_iter')
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = _binop('//', t1, t4, env)
+        if t1.__class__ is int and t4.__class__ is int and t4:
+            t5 = t1 // t4
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('//', t1, t4, env)
         t3 = t5
     else:
         t3 = (1)
@@ -3222,8 +3429,13 @@ def e164(env):
     else:
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
     t4 = K40
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 3
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e165(env):
@@ -3235,9 +3447,14 @@ def e165(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K41
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'family' in t6:
@@ -3246,19 +3463,24 @@ def e165(env):
         else:
             t7 = attr_value(t6, 'family', 'model.family')
         t9 = K42
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-        t8 = _compare('in', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t7.__class__ is str or t7.__class__ is int:
+            env.budget.left -= 7
+            if env.budget.left < 0: _charge(env, 0)
+            t8 = t7 in t9
+        else:
+            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
+            t8 = _compare('in', t7, t9)
+        if t8:
             if t6.__class__ is dict and 'attn_backend' in t6:
                 t11 = t6['attn_backend']
                 if t11 is None: t11 = Missing('model.attn_backend')
             else:
                 t11 = attr_value(t6, 'attn_backend', 'model.attn_backend')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -3271,7 +3493,7 @@ def e166(env):
         t3 = t2 == ('sdpa')
     else:
         t3 = _compare('==', t2, ('sdpa'))
-    if _truth(t3):
+    if t3:
         t4 = ('sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.')
     else:
         if t2 is None or t2.__class__ is Missing: _need(t2)
@@ -3288,8 +3510,13 @@ def e167(env):
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
     t4 = K43
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 4
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e168(env):
@@ -3301,9 +3528,14 @@ def e168(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K44
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'is_moe' in t6:
@@ -3318,10 +3550,10 @@ def e168(env):
             else:
                 t9 = attr_value(t6, 'moe_comm_backend', 'model.moe_comm_backend')
             t10 = not (t9 is None or t9.__class__ is Missing)
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3355,16 +3587,21 @@ def e171(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K45
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('pipeline')
             if t9 is None: t9 = Missing('pipeline')
             if t9.__class__ is dict and 'schedule' in t9:
@@ -3373,10 +3610,10 @@ def e171(env):
             else:
                 t10 = attr_value(t9, 'schedule', 'pipeline.schedule')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3396,9 +3633,14 @@ def e173(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K46
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('parallelism')
         if t6 is None: t6 = Missing('parallelism')
         if t6.__class__ is dict and 'spmd_backend' in t6:
@@ -3407,7 +3649,7 @@ def e173(env):
         else:
             t7 = attr_value(t6, 'spmd_backend', 'parallelism.spmd_backend')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3424,7 +3666,7 @@ def e174(env):
         t3 = t2 == ('muse_glimmer')
     else:
         t3 = _compare('==', t2, ('muse_glimmer'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('parallelism')
         if t5 is None: t5 = Missing('parallelism')
         if t5.__class__ is dict and 'spmd_backend' in t5:
@@ -3436,24 +3678,29 @@ def e174(env):
             t7 = t6 != ('spmd_types')
         else:
             t7 = _compare('!=', t6, ('spmd_types'))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = t7
     else:
         t4 = False
-    if not (t4 if t4.__class__ is bool else _truth(t4)):
+    if not t4:
         t9 = env.lookup('framework_version')
         if t9 is None: t9 = Missing('framework_version')
         if t9.__class__ is str:
             t10 = t9 == ('0.3.0')
         else:
             t10 = _compare('==', t9, ('0.3.0'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t13 = K47
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t2, t13)
-            t12 = _compare('in', t2, t13)
-            t11 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t2.__class__ is str or t2.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t12 = t2 in t13
+            else:
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t2, t13)
+                t12 = _compare('in', t2, t13)
+            t11 = t12
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t15 = env.lookup('parallelism')
             if t15 is None: t15 = Missing('parallelism')
             if t15.__class__ is dict and 'spmd_backend' in t15:
@@ -3465,10 +3712,10 @@ def e174(env):
                 t17 = t16 == ('full_dtensor')
             else:
                 t17 = _compare('==', t16, ('full_dtensor'))
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+            t14 = t17
         else:
             t14 = False
-        t8 = (t14 if t14.__class__ is bool else _truth(t14))
+        t8 = t14
     else:
         t8 = True
     return t8
@@ -3485,7 +3732,7 @@ def e175(env):
         t3 = t2 == ('muse_glimmer')
     else:
         t3 = _compare('==', t2, ('muse_glimmer'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('parallelism')
         if t5 is None: t5 = Missing('parallelism')
         if t5.__class__ is dict and 'spmd_backend' in t5:
@@ -3494,17 +3741,8 @@ def e175(env):
         else:
             t6 = attr_value(t5, 'spmd_backend', 'parallelism.spmd_backend')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('Muse Glimmer only supports spmd_backend="spmd_types"; got "').__class__ is int and t6.__class__ is int:
-            t7 = ('Muse Glimmer only supports spmd_backend="spmd_types"; got "') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('Muse Glimmer only supports spmd_backend="spmd_types"; got "'), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and ('".').__class__ is int:
-            t8 = t7 + ('".')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, ('".'), env)
+        t7 = _binop('+', ('Muse Glimmer only supports spmd_backend="spmd_types"; got "'), t6, env)
+        t8 = _binop('+', t7, ('".'), env)
         t4 = t8
     else:
         t4 = ('full_dtensor is not supported yet.')
@@ -3533,9 +3771,14 @@ def e177(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K48
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'name' in t6:
@@ -3547,7 +3790,7 @@ def e177(env):
             t8 = t7 == ('flux')
         else:
             t8 = _compare('==', t7, ('flux'))
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3566,8 +3809,13 @@ def e178(env):
     else:
         t3 = attr_value(t2, 'name', 'config.optimizer.name')
     t5 = K49
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-    t4 = _compare('in', t3, t5)
+    if t3.__class__ is str or t3.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t4 = t3 in t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('in', t3, t5)
     return t4
 
 def e179(env):
@@ -3579,9 +3827,14 @@ def e179(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K50
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'optimizer' in t6:
@@ -3595,7 +3848,7 @@ def e179(env):
         else:
             t8 = attr_value(t7, 'name', 'config.optimizer.name')
         t9 = not (t8 is None or t8.__class__ is Missing)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -3631,8 +3884,13 @@ def e181(env):
     else:
         t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
     t8 = K51
-    if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-    t7 = _compare('in', t6, t8)
+    if t6.__class__ is str or t6.__class__ is int:
+        env.budget.left -= 3
+        if env.budget.left < 0: _charge(env, 0)
+        t7 = t6 in t8
+    else:
+        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+        t7 = _compare('in', t6, t8)
     return t7
 
 def e182(env):
@@ -3644,9 +3902,14 @@ def e182(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K52
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'optimizer' in t6:
@@ -3670,7 +3933,7 @@ def e182(env):
         else:
             t11 = attr_value(t10, 'optimizer_name', 'optimizer_name')
         t12 = not (t11 is None or t11.__class__ is Missing)
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -3680,7 +3943,7 @@ def e183(env):
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('optimizer'), t2)
     t1 = _compare('in', ('optimizer'), t2)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if t1:
         if t2.__class__ is dict and 'optimizer' in t2:
             t5 = t2['optimizer']
             if t5 is None: t5 = Missing('config.optimizer')
@@ -3688,55 +3951,40 @@ def e183(env):
             t5 = attr_value(t2, 'optimizer', 'config.optimizer')
         if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, ('param_groups'), t5)
         t4 = _compare('in', ('param_groups'), t5)
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = t4
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t2.__class__ is dict and 'optimizer' in t2:
-            t7 = t2['optimizer']
-            if t7 is None: t7 = Missing('config.optimizer')
+    if t3:
+        if t5.__class__ is dict and 'param_groups' in t5:
+            t7 = t5['param_groups']
+            if t7 is None: t7 = Missing('config.optimizer.param_groups')
         else:
-            t7 = attr_value(t2, 'optimizer', 'config.optimizer')
-        if t7.__class__ is dict and 'param_groups' in t7:
-            t8 = t7['param_groups']
-            if t8 is None: t8 = Missing('config.optimizer.param_groups')
-        else:
-            t8 = attr_value(t7, 'param_groups', 'config.optimizer.param_groups')
+            t7 = attr_value(t5, 'param_groups', 'config.optimizer.param_groups')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t9 = type_name(t8)
-        env.budget.mem -= len(t9)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t9.__class__ is str:
-            t10 = t9 == ('list')
+        if t8.__class__ is str:
+            t9 = t8 == ('list')
         else:
-            t10 = _compare('==', t9, ('list'))
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = _compare('==', t8, ('list'))
+        t6 = t9
     else:
         t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        if t2.__class__ is dict and 'optimizer' in t2:
-            t12 = t2['optimizer']
-            if t12 is None: t12 = Missing('config.optimizer')
-        else:
-            t12 = attr_value(t2, 'optimizer', 'config.optimizer')
-        if t12.__class__ is dict and 'param_groups' in t12:
-            t13 = t12['param_groups']
-            if t13 is None: t13 = Missing('config.optimizer.param_groups')
-        else:
-            t13 = attr_value(t12, 'param_groups', 'config.optimizer.param_groups')
-        if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
-            t14 = len(t13)
-            env.budget.left -= t14 if t14 > 1 else 1
+    if t6:
+        if t7.__class__ is list or t7.__class__ is str or t7.__class__ is dict:
+            t11 = len(t7)
+            env.budget.left -= t11 if t11 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
-        t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
-        t11 = t15
+            t11 = call_value(env, F_len.fn, F_len.cost, False, [t7])
+        t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
+        t10 = t12
     else:
-        t16 = K53
-        t11 = t16
-    return t11
+        t13 = K53
+        t10 = t13
+    return t10
 
 def e184(env):
     t1 = env.lookup('config')
@@ -3792,9 +4040,14 @@ def e187(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K54
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -3811,7 +4064,7 @@ def e187(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'comm' in t6:
                 t11 = t6['comm']
                 if t11 is None: t11 = Missing('config.comm')
@@ -3826,10 +4079,10 @@ def e187(env):
                 t13 = t12 != ('local_tensor')
             else:
                 t13 = _compare('!=', t12, ('local_tensor'))
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -3860,7 +4113,7 @@ def e189(env):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t2.__class__ is dict and 'components' in t2:
             t7 = t2['components']
             if t7 is None: t7 = Missing('config.compile.components')
@@ -3868,7 +4121,7 @@ def e189(env):
             t7 = attr_value(t2, 'components', 'config.compile.components')
         if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, ('model'), t7)
         t6 = _compare('in', ('model'), t7)
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = t6
     else:
         t5 = False
     return t5
@@ -3882,9 +4135,14 @@ def e190(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K55
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -3906,10 +4164,10 @@ def e190(env):
                 t12 = t11 == ('MemoryBudgetAC.Config')
             else:
                 t12 = _compare('==', t11, ('MemoryBudgetAC.Config'))
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -3956,9 +4214,14 @@ def e194(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K56
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -3972,14 +4235,14 @@ def e194(env):
         else:
             t8 = attr_value(t7, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
         t9 = not (t8 is None or t8.__class__ is Missing)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('framework_version')
             if t11 is None: t11 = Missing('framework_version')
             if t11.__class__ is str:
                 t12 = t11 != ('0.2.x')
             else:
                 t12 = _compare('!=', t11, ('0.2.x'))
-            if not (t12 if t12.__class__ is bool else _truth(t12)):
+            if not t12:
                 if t7.__class__ is dict and 'enable' in t7:
                     t14 = t7['enable']
                     if t14 is None: t14 = Missing('config.checkpoint.enable')
@@ -3989,13 +4252,13 @@ def e194(env):
                     t15 = t14 == (True)
                 else:
                     t15 = _compare('==', t14, (True))
-                t13 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = t15
             else:
                 t13 = True
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -4007,7 +4270,7 @@ def e195(env):
         t2 = t1 != ('0.2.x')
     else:
         t2 = _compare('!=', t1, ('0.2.x'))
-    if _truth(t2):
+    if t2:
         t3 = ('when the config is built')
     else:
         t3 = ('when the checkpointer is built')
@@ -4030,7 +4293,7 @@ def e196(env):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t2.__class__ is dict and 'last_save_model_only' in t2:
             t6 = t2['last_save_model_only']
             if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
@@ -4040,11 +4303,11 @@ def e196(env):
             t7 = t6 == (False)
         else:
             t7 = _compare('==', t6, (False))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
-    t8 = not (t5 if t5.__class__ is bool else _truth(t5))
-    if (t8 if t8.__class__ is bool else _truth(t8)):
+    t8 = not t5
+    if t8:
         if t2.__class__ is dict and 'initial_load_in_hf' in t2:
             t10 = t2['initial_load_in_hf']
             if t10 is None: t10 = Missing('config.checkpoint.initial_load_in_hf')
@@ -4054,7 +4317,7 @@ def e196(env):
             t11 = t10 == (True)
         else:
             t11 = _compare('==', t10, (True))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             if t2.__class__ is dict and 'initial_load_model_only' in t2:
                 t13 = t2['initial_load_model_only']
                 if t13 is None: t13 = Missing('config.checkpoint.initial_load_model_only')
@@ -4064,11 +4327,11 @@ def e196(env):
                 t14 = t13 == (False)
             else:
                 t14 = _compare('==', t13, (False))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = t14
         else:
             t12 = False
-        t15 = not (t12 if t12.__class__ is bool else _truth(t12))
-        t9 = (t15 if t15.__class__ is bool else _truth(t15))
+        t15 = not t12
+        t9 = t15
     else:
         t9 = False
     return t9
@@ -4082,16 +4345,21 @@ def e197(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K57
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('framework_version')
         if t6 is None: t6 = Missing('framework_version')
         if t6.__class__ is str:
             t7 = t6 != ('0.2.x')
         else:
             t7 = _compare('!=', t6, ('0.2.x'))
-        if not (t7 if t7.__class__ is bool else _truth(t7)):
+        if not t7:
             t9 = env.lookup('config')
             if t9 is None: t9 = Missing('config')
             if t9.__class__ is dict and 'checkpoint' in t9:
@@ -4108,10 +4376,10 @@ def e197(env):
                 t12 = t11 == (True)
             else:
                 t12 = _compare('==', t11, (True))
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = True
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -4125,16 +4393,16 @@ def e198(env):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if _truth(t4):
+    if t4:
         t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
         if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == (False)
         else:
             t7 = _compare('==', t6, (False))
-        t5 = _truth(t7)
+        t5 = t7
     else:
         t5 = False
-    if _truth(t5):
+    if t5:
         t8 = ('checkpoint.last_save_in_hf = true with last_save_model_only = false')
     else:
         t8 = ('checkpoint.initial_load_in_hf = true with initial_load_model_only = false')
@@ -4147,7 +4415,7 @@ def e199(env):
         t2 = t1 != ('0.2.x')
     else:
         t2 = _compare('!=', t1, ('0.2.x'))
-    if _truth(t2):
+    if t2:
         t3 = ('torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)')
     else:
         t3 = ('torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one')
@@ -4162,16 +4430,16 @@ def e200(env):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if _truth(t4):
+    if t4:
         t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
         if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == (False)
         else:
             t7 = _compare('==', t6, (False))
-        t5 = _truth(t7)
+        t5 = t7
     else:
         t5 = False
-    if _truth(t5):
+    if t5:
         t8 = ('checkpoint.last_save_model_only|checkpoint.last_save_in_hf')
     else:
         t8 = ('checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf')
@@ -4186,16 +4454,16 @@ def e201(env):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if _truth(t4):
+    if t4:
         t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
         if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == (False)
         else:
             t7 = _compare('==', t6, (False))
-        t5 = _truth(t7)
+        t5 = t7
     else:
         t5 = False
-    if _truth(t5):
+    if t5:
         t8 = ('last_save_model_only')
     else:
         t8 = ('initial_load_model_only')
@@ -4215,8 +4483,13 @@ def e202(env):
     else:
         t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
     t5 = K58
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-    t4 = _compare('in', t3, t5)
+    if t3.__class__ is str or t3.__class__ is int:
+        env.budget.left -= 9
+        if env.budget.left < 0: _charge(env, 0)
+        t4 = t3 in t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('in', t3, t5)
     return t4
 
 def e203(env):
@@ -4228,9 +4501,14 @@ def e203(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K59
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -4252,7 +4530,7 @@ def e203(env):
             t10 = t9 == ('string')
         else:
             t10 = _compare('==', t9, ('string'))
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -4279,26 +4557,26 @@ def e205(env):
         t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
     t1 = _compare('not in', ('model'), t4)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if t1:
         t6 = env.lookup('framework_version')
         if t6 is None: t6 = Missing('framework_version')
         if t6.__class__ is str:
             t7 = t6 != ('main@b5bcd76c6')
         else:
             t7 = _compare('!=', t6, ('main@b5bcd76c6'))
-        if not (t7 if t7.__class__ is bool else _truth(t7)):
+        if not t7:
             if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('optimizer'), t4)
             t9 = _compare('not in', ('optimizer'), t4)
-            t8 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = t9
         else:
             t8 = True
-        if not (t8 if t8.__class__ is bool else _truth(t8)):
+        if not t8:
             if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('lr_scheduler'), t4)
             t11 = _compare('in', ('lr_scheduler'), t4)
-            t10 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = t11
         else:
             t10 = True
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -4312,9 +4590,14 @@ def e206(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K60
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -4336,7 +4619,7 @@ def e206(env):
             t10 = t9 == ('list')
         else:
             t10 = _compare('==', t9, ('list'))
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -4355,7 +4638,7 @@ def e208(env):
     t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
     t1 = _compare('in', ('model'), t4)
-    if _truth(t1):
+    if t1:
         t5 = ('the model is what a checkpoint restores: ')
     else:
         t5 = ('the learning-rate schedulers hold the optimizers: ')
@@ -4368,7 +4651,7 @@ def e209(env):
     t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
     t1 = _compare('in', ('model'), t4)
-    if _truth(t1):
+    if t1:
         t5 = ("model key shouldn't be in exclude_from_loading.")
     else:
         t5 = ('lr_scheduler must be excluded when optimizer is excluded.')
@@ -4381,7 +4664,7 @@ def e210(env):
     t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
     t1 = _compare('in', ('model'), t4)
-    if _truth(t1):
+    if t1:
         t5 = ('drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)')
     else:
         t5 = ('add "lr_scheduler" to exclude_from_loading')
@@ -4394,14 +4677,14 @@ def e211(env):
         t2 = t1 == (1)
     else:
         t2 = _compare('==', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
         if t4.__class__ is int:
             t5 = t4 == (1)
         else:
             t5 = _compare('==', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -4415,9 +4698,14 @@ def e212(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K61
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'optimizer' in t6:
@@ -4434,7 +4722,7 @@ def e212(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -4446,7 +4734,7 @@ def e213(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', ('expert_parallel_degree = '), t4, env)
@@ -4467,7 +4755,7 @@ def e214(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('Expert')
     else:
         t3 = ('Pipeline')
@@ -4480,7 +4768,7 @@ def e215(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('expert_parallel_degree')
     else:
         t3 = ('pipeline_parallel_degree')
@@ -4524,9 +4812,14 @@ def e217(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K62
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'model' in t6:
@@ -4548,13 +4841,13 @@ def e217(env):
             t10 = t9 == ('list')
         else:
             t10 = _compare('==', t9, ('list'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('quantize.linear.float8'), t8)
             t12 = _compare('in', ('quantize.linear.float8'), t8)
-            t11 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = t12
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             if t6.__class__ is dict and 'quantize' in t6:
                 t14 = t6['quantize']
                 if t14 is None: t14 = Missing('config.quantize')
@@ -4576,10 +4869,10 @@ def e217(env):
             else:
                 t17 = attr_value(t16, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
             t18 = not (t17 is None or t17.__class__ is Missing)
-            t13 = (t18 if t18.__class__ is bool else _truth(t18))
+            t13 = t18
         else:
             t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+        t5 = t13
     else:
         t5 = False
     return t5
@@ -4600,14 +4893,14 @@ def e219(env):
         t2 = t1 == (1)
     else:
         t2 = _compare('==', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('cp')
         if t4 is None: t4 = Missing('cp')
         if t4.__class__ is int:
             t5 = t4 == (1)
         else:
             t5 = _compare('==', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -4621,9 +4914,14 @@ def e220(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K63
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'model' in t6:
@@ -4645,13 +4943,13 @@ def e220(env):
             t10 = t9 == ('list')
         else:
             t10 = _compare('==', t9, ('list'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('quantize.grouped_mm.float8'), t8)
             t12 = _compare('in', ('quantize.grouped_mm.float8'), t8)
-            t11 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = t12
         else:
             t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+        t5 = t11
     else:
         t5 = False
     return t5
@@ -4663,7 +4961,7 @@ def e221(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', ('pipeline_parallel_degree = '), t4, env)
@@ -4684,7 +4982,7 @@ def e222(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('pipeline')
     else:
         t3 = ('context')
@@ -4697,7 +4995,7 @@ def e223(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('pipeline_parallel_degree')
     else:
         t3 = ('context_parallel_degree')
@@ -4721,9 +5019,14 @@ def e225(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K64
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'model' in t6:
@@ -4745,13 +5048,13 @@ def e225(env):
             t10 = t9 == ('list')
         else:
             t10 = _compare('==', t9, ('list'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('quantize.linear.mx'), t8)
             t12 = _compare('in', ('quantize.linear.mx'), t8)
-            t11 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = t12
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             if t6.__class__ is dict and 'compile' in t6:
                 t14 = t6['compile']
                 if t14 is None: t14 = Missing('config.compile')
@@ -4766,26 +5069,21 @@ def e225(env):
                 t16 = t15 == (True)
             else:
                 t16 = _compare('==', t15, (True))
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+            t13 = t16
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            if t6.__class__ is dict and 'compile' in t6:
-                t19 = t6['compile']
-                if t19 is None: t19 = Missing('config.compile')
+        if t13:
+            if t14.__class__ is dict and 'components' in t14:
+                t19 = t14['components']
+                if t19 is None: t19 = Missing('config.compile.components')
             else:
-                t19 = attr_value(t6, 'compile', 'config.compile')
-            if t19.__class__ is dict and 'components' in t19:
-                t20 = t19['components']
-                if t20 is None: t20 = Missing('config.compile.components')
-            else:
-                t20 = attr_value(t19, 'components', 'config.compile.components')
-            if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, ('model'), t20)
-            t18 = _compare('in', ('model'), t20)
-            t17 = (t18 if t18.__class__ is bool else _truth(t18))
+                t19 = attr_value(t14, 'components', 'config.compile.components')
+            if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, ('model'), t19)
+            t18 = _compare('in', ('model'), t19)
+            t17 = t18
         else:
             t17 = False
-        t5 = (t17 if t17.__class__ is bool else _truth(t17))
+        t5 = t17
     else:
         t5 = False
     return t5
@@ -4805,19 +5103,21 @@ def e226(env):
         if t6 is None: t6 = Missing('config.model.converters')
     else:
         t6 = attr_value(t5, 'converters', 'config.model.converters')
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 9
         if t2.left < 0: _charge(env, 0)
-        t8['c'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('c')
         t12 = K65
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
-        t11 = _compare('in', t10, t12)
+        if t10.__class__ is str or t10.__class__ is int:
+            env.budget.left -= 2
+            if env.budget.left < 0: _charge(env, 0)
+            t11 = t10 in t12
+        else:
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
+            t11 = _compare('in', t10, t12)
         t1.append(t11)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -4826,19 +5126,21 @@ def e226(env):
     if (t13 if t13.__class__ is bool else _truth(t13)):
         t15 = []
         t16 = env.budget
-        t17 = loop_items(t6)
-        t18 = Env({}, None, t16, env)
-        t19 = t18.values
+        t17 = t6
+        if t17.__class__ is not list: t17 = loop_items(t17)
         for t20 in t17:
             t16.left -= 9
             if t16.left < 0: _charge(env, 0)
-            t19['c'] = t20
-            t18.let_cache = None
             t21 = t20
             if t21 is None: t21 = Missing('c')
             t23 = K66
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t18, t21, t23)
-            t22 = _compare('in', t21, t23)
+            if t21.__class__ is str or t21.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t22 = t21 in t23
+            else:
+                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
+                t22 = _compare('in', t21, t23)
             t15.append(t22)
             t16.mem -= 1
             if t16.mem < 0: _charge_mem(env, 0)
@@ -4847,7 +5149,7 @@ def e226(env):
         t14 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
         t14 = False
-    t25 = not (t14 if t14.__class__ is bool else _truth(t14))
+    t25 = not t14
     return t25
 
 def e227(env):
@@ -4859,9 +5161,14 @@ def e227(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K67
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'model' in t6:
@@ -4883,7 +5190,7 @@ def e227(env):
             t10 = t9 == ('list')
         else:
             t10 = _compare('==', t9, ('list'))
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -4913,9 +5220,14 @@ def e230(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K68
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'dataloader' in t6:
@@ -4932,7 +5244,7 @@ def e230(env):
             t9 = t8 == (False)
         else:
             t9 = _compare('==', t8, (False))
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -4946,9 +5258,14 @@ def e231(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K69
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -4965,14 +5282,14 @@ def e231(env):
             t9 = t8 == ('table')
         else:
             t9 = _compare('==', t8, ('table'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t7 is None or t7.__class__ is Missing: _need(t7)
             t11 = index_value(t7, ('class'), 'config.checkpoint')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -5004,26 +5321,26 @@ def e232(env):
     else:
         t10 = attr_value(t5, 'initial_load_path', 'config.checkpoint.initial_load_path')
     t11 = not (t10 is None or t10.__class__ is Missing)
-    if (t11 if t11.__class__ is bool else _truth(t11)):
+    if t11:
         if t10.__class__ is str:
             t13 = t10 != ('')
         else:
             t13 = _compare('!=', t10, (''))
-        t12 = (t13 if t13.__class__ is bool else _truth(t13))
+        t12 = t13
     else:
         t12 = False
-    if (t12 if t12.__class__ is bool else _truth(t12)):
+    if t12:
         t15 = call_value(env, F_strip.fn, F_strip.cost, False, [t10])
         t16 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t15, ('/')])
         t17 = not (t16 if t16.__class__ is bool else _truth(t16))
-        t14 = (t17 if t17.__class__ is bool else _truth(t17))
+        t14 = t17
     else:
         t14 = False
-    if (t14 if t14.__class__ is bool else _truth(t14)):
+    if t14:
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, ('://'), t10)
         t19 = _compare('in', ('://'), t10)
-        t20 = not (t19 if t19.__class__ is bool else _truth(t19))
-        t18 = (t20 if t20.__class__ is bool else _truth(t20))
+        t20 = not t19
+        t18 = t20
     else:
         t18 = False
     t21 = [t18, ('checkpoint.initial_load_path'), ('ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)'), ('write an absolute path (/...) or a remote URI (gs://..., s3://...)'), t10]
@@ -5056,7 +5373,7 @@ def e232(env):
         t29 = t28 == (True)
     else:
         t29 = _compare('==', t28, (True))
-    if (t29 if t29.__class__ is bool else _truth(t29)):
+    if t29:
         if t5.__class__ is dict and 'initial_load_in_hf' in t5:
             t31 = t5['initial_load_in_hf']
             if t31 is None: t31 = Missing('config.checkpoint.initial_load_in_hf')
@@ -5066,21 +5383,21 @@ def e232(env):
             t32 = t31 == (True)
         else:
             t32 = _compare('==', t31, (True))
-        if (t32 if t32.__class__ is bool else _truth(t32)):
+        if t32:
             t34 = not (t10 is None or t10.__class__ is Missing)
-            t33 = (t34 if t34.__class__ is bool else _truth(t34))
+            t33 = t34
         else:
             t33 = False
-        if (t33 if t33.__class__ is bool else _truth(t33)):
+        if t33:
             if t10.__class__ is str:
                 t36 = t10 != ('')
             else:
                 t36 = _compare('!=', t10, (''))
-            t35 = (t36 if t36.__class__ is bool else _truth(t36))
+            t35 = t36
         else:
             t35 = False
-        t37 = not (t35 if t35.__class__ is bool else _truth(t35))
-        t30 = (t37 if t37.__class__ is bool else _truth(t37))
+        t37 = not t35
+        t30 = t37
     else:
         t30 = False
     t38 = [t30, ('checkpoint.initial_load_in_hf_quantized'), ('ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.'), ('set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized'), t28]
@@ -5093,10 +5410,10 @@ def e232(env):
         t40 = t39 == (True)
     else:
         t40 = _compare('==', t39, (True))
-    if (t40 if t40.__class__ is bool else _truth(t40)):
+    if t40:
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('://'), t6)
         t42 = _compare('in', ('://'), t6)
-        t41 = (t42 if t42.__class__ is bool else _truth(t42))
+        t41 = t42
     else:
         t41 = False
     t43 = [t41, ('checkpoint.folder|checkpoint.last_save_in_hf'), ('ValueError: last_save_in_hf is not supported with a remote checkpoint.folder'), ('save in DCP format to a remote folder, or in Hugging Face format to a local one'), t6]
@@ -5109,27 +5426,24 @@ def e232(env):
         t45 = t44 == (True)
     else:
         t45 = _compare('==', t44, (True))
-    if (t45 if t45.__class__ is bool else _truth(t45)):
+    if t45:
         t47 = not (t10 is None or t10.__class__ is Missing)
-        t46 = (t47 if t47.__class__ is bool else _truth(t47))
+        t46 = t47
     else:
         t46 = False
-    if (t46 if t46.__class__ is bool else _truth(t46)):
+    if t46:
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, ('://'), t10)
         t49 = _compare('in', ('://'), t10)
-        t48 = (t49 if t49.__class__ is bool else _truth(t49))
+        t48 = t49
     else:
         t48 = False
     t50 = [t48, ('checkpoint.initial_load_path'), ('ValueError: initial_load_in_hf is not supported with a remote initial_load_path'), ('copy the Hugging Face checkpoint to a local path'), t10]
     t51 = [t9, t21, t24, t27, t38, t43, t50]
-    t3 = loop_items(t51)
-    t52 = Env({}, None, t2, env)
-    t53 = t52.values
+    t3 = t51
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t54 in t3:
         t2.left -= 149
         if t2.left < 0: _charge(env, 0)
-        t53['x'] = t54
-        t52.let_cache = None
         t55 = t54
         if t55 is None: t55 = Missing('x')
         if t55 is None or t55.__class__ is Missing: _need(t55)
@@ -5139,9 +5453,7 @@ def e232(env):
         else:
             t56 = index_value(t55, (0), 'x')
         if (t56 if t56.__class__ is bool else _truth(t56)):
-            t57 = t54
-            if t57 is None: t57 = Missing('x')
-            t1.append(t57)
+            t1.append(t55)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -5163,9 +5475,14 @@ def e234(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K70
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -5182,7 +5499,7 @@ def e234(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'comm' in t6:
                 t11 = t6['comm']
                 if t11 is None: t11 = Missing('config.comm')
@@ -5197,10 +5514,10 @@ def e234(env):
                 t13 = t12 != ('local_tensor')
             else:
                 t13 = _compare('!=', t12, ('local_tensor'))
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -5214,9 +5531,14 @@ def e235(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K71
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -5230,14 +5552,14 @@ def e235(env):
         else:
             t8 = attr_value(t7, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
         t9 = not (t8 is None or t8.__class__ is Missing)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('framework_version')
             if t11 is None: t11 = Missing('framework_version')
             if t11.__class__ is str:
                 t12 = t11 != ('0.2.x')
             else:
                 t12 = _compare('!=', t11, ('0.2.x'))
-            if not (t12 if t12.__class__ is bool else _truth(t12)):
+            if not t12:
                 if t7.__class__ is dict and 'enable' in t7:
                     t14 = t7['enable']
                     if t14 is None: t14 = Missing('config.checkpoint.enable')
@@ -5247,13 +5569,13 @@ def e235(env):
                     t15 = t14 == (True)
                 else:
                     t15 = _compare('==', t14, (True))
-                t13 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = t15
             else:
                 t13 = True
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -5267,16 +5589,21 @@ def e236(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K72
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('framework_version')
         if t6 is None: t6 = Missing('framework_version')
         if t6.__class__ is str:
             t7 = t6 != ('0.2.x')
         else:
             t7 = _compare('!=', t6, ('0.2.x'))
-        if not (t7 if t7.__class__ is bool else _truth(t7)):
+        if not t7:
             t9 = env.lookup('config')
             if t9 is None: t9 = Missing('config')
             if t9.__class__ is dict and 'checkpoint' in t9:
@@ -5293,10 +5620,10 @@ def e236(env):
                 t12 = t11 == (True)
             else:
                 t12 = _compare('==', t11, (True))
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = True
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -5318,7 +5645,7 @@ def e237(env):
         t4 = t3 != ('flux')
     else:
         t4 = _compare('!=', t3, ('flux'))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t1.__class__ is dict and 'compile' in t1:
             t6 = t1['compile']
             if t6 is None: t6 = Missing('config.compile')
@@ -5333,23 +5660,18 @@ def e237(env):
             t8 = t7 == (True)
         else:
             t8 = _compare('==', t7, (True))
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        if t1.__class__ is dict and 'compile' in t1:
-            t11 = t1['compile']
-            if t11 is None: t11 = Missing('config.compile')
+    if t5:
+        if t6.__class__ is dict and 'components' in t6:
+            t11 = t6['components']
+            if t11 is None: t11 = Missing('config.compile.components')
         else:
-            t11 = attr_value(t1, 'compile', 'config.compile')
-        if t11.__class__ is dict and 'components' in t11:
-            t12 = t11['components']
-            if t12 is None: t12 = Missing('config.compile.components')
-        else:
-            t12 = attr_value(t11, 'components', 'config.compile.components')
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, ('model'), t12)
-        t10 = _compare('in', ('model'), t12)
-        t9 = (t10 if t10.__class__ is bool else _truth(t10))
+            t11 = attr_value(t6, 'components', 'config.compile.components')
+        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, ('model'), t11)
+        t10 = _compare('in', ('model'), t11)
+        t9 = t10
     else:
         t9 = False
     return t9
@@ -5363,9 +5685,14 @@ def e238(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K73
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'activation_checkpoint' in t6:
@@ -5382,7 +5709,7 @@ def e238(env):
             t9 = t8 == ('memory_budget')
         else:
             t9 = _compare('==', t8, ('memory_budget'))
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -5396,7 +5723,7 @@ def e239(env):
         t4 = t3 == ('flux')
     else:
         t4 = _compare('==', t3, ('flux'))
-    if _truth(t4):
+    if t4:
         t5 = ('model flux (its parallelize never compiles the model for it)')
     else:
         t6 = attr_value(t1, 'compile', 'config.compile')
@@ -5404,14 +5731,11 @@ def e239(env):
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', ('compile.enable = '), t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t9, (' and compile.components = ['), env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = attr_value(t6, 'components', 'config.compile.components')
         t12 = call_value(env, F_join.fn, F_join.cost, False, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t10, t12, env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('+', t13, (']'), env)
         t5 = t14
     return t5
@@ -5425,7 +5749,7 @@ def e240(env):
         t4 = t3 == ('flux')
     else:
         t4 = _compare('==', t3, ('flux'))
-    if _truth(t4):
+    if t4:
         t5 = ('use mode = "full" or "selective" on flux')
     else:
         t5 = ('set [compile] enable = true with "model" in components, or use mode = "full" or "selective"')
@@ -5448,7 +5772,7 @@ def e241(env):
         t4 = t3 == ('op')
     else:
         t4 = _compare('==', t3, ('op'))
-    if not (t4 if t4.__class__ is bool else _truth(t4)):
+    if not t4:
         t6 = call_value(env, F_isdigit.fn, F_isdigit.cost, False, [t3])
         t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -5464,9 +5788,14 @@ def e242(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K74
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'activation_checkpoint' in t6:
@@ -5483,7 +5812,7 @@ def e242(env):
             t9 = t8 == ('selective')
         else:
             t9 = _compare('==', t8, ('selective'))
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -5523,9 +5852,14 @@ def e245(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K75
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -5542,7 +5876,7 @@ def e245(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t7.__class__ is dict and 'initial_load_in_hf_quantized' in t7:
                 t11 = t7['initial_load_in_hf_quantized']
                 if t11 is None: t11 = Missing('config.checkpoint.initial_load_in_hf_quantized')
@@ -5552,10 +5886,10 @@ def e245(env):
                 t12 = t11 == (True)
             else:
                 t12 = _compare('==', t11, (True))
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -5564,27 +5898,27 @@ def e246(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         if t1.__class__ is int:
             t4 = t1 > (1)
         else:
             t4 = _compare('>', t1, (1))
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = t4
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t6 = env.lookup('etp')
         if t6 is None: t6 = Missing('etp')
         t7 = (t6 is None or t6.__class__ is Missing)
-        if not (t7 if t7.__class__ is bool else _truth(t7)):
+        if not t7:
             if t6.__class__ is int:
                 t9 = t6 <= (1)
             else:
                 t9 = _compare('<=', t6, (1))
-            t8 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = t9
         else:
             t8 = True
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -5598,9 +5932,14 @@ def e247(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K76
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'parallelism' in t6:
@@ -5617,7 +5956,7 @@ def e247(env):
             t9 = t8 == ('deepep')
         else:
             t9 = _compare('==', t8, ('deepep'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'model' in t6:
                 t11 = t6['model']
                 if t11 is None: t11 = Missing('config.model')
@@ -5629,12 +5968,17 @@ def e247(env):
             else:
                 t12 = attr_value(t11, 'name', 'config.model.name')
             t14 = K77
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-            t13 = _compare('in', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            if t12.__class__ is str or t12.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t13 = t12 in t14
+            else:
+                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+                t13 = _compare('in', t12, t14)
+            t10 = t13
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -5643,15 +5987,15 @@ def e248(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if not _truth(t2):
+    if not t2:
         if t1.__class__ is int:
             t4 = t1 <= (1)
         else:
             t4 = _compare('<=', t1, (1))
-        t3 = _truth(t4)
+        t3 = t4
     else:
         t3 = True
-    if _truth(t3):
+    if t3:
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', ('expert_parallel_degree = '), t6, env)
@@ -5676,15 +6020,15 @@ def e250(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if not _truth(t2):
+    if not t2:
         if t1.__class__ is int:
             t4 = t1 <= (1)
         else:
             t4 = _compare('<=', t1, (1))
-        t3 = _truth(t4)
+        t3 = t4
     else:
         t3 = True
-    if _truth(t3):
+    if t3:
         t5 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
     else:
         t5 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
@@ -5694,15 +6038,15 @@ def e251(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if not _truth(t2):
+    if not t2:
         if t1.__class__ is int:
             t4 = t1 <= (1)
         else:
             t4 = _compare('<=', t1, (1))
-        t3 = _truth(t4)
+        t3 = t4
     else:
         t3 = True
-    if _truth(t3):
+    if t3:
         t5 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
     else:
         t5 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
@@ -5733,8 +6077,13 @@ def e252(env):
         t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise')])
     t8 = K78
-    if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-    t7 = _compare('in', t6, t8)
+    if t6.__class__ is str or t6.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t7 = t6 in t8
+    else:
+        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+        t7 = _compare('in', t6, t8)
     return t7
 
 def e253(env):
@@ -5746,9 +6095,14 @@ def e253(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K79
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'model' in t6:
@@ -5765,53 +6119,46 @@ def e253(env):
             t9 = t8 == ('deepseek_v3')
         else:
             t9 = _compare('==', t8, ('deepseek_v3'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('tp')
             if t11 is None: t11 = Missing('tp')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t14 = env.lookup('tp')
-            if t14 is None: t14 = Missing('tp')
-            if t14.__class__ is int:
-                t15 = t14 > (1)
+        if t10:
+            if t11.__class__ is int:
+                t14 = t11 > (1)
             else:
-                t15 = _compare('>', t14, (1))
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('>', t11, (1))
+            t13 = t14
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
+        if t13:
             if t7.__class__ is dict and 'converters' in t7:
-                t17 = t7['converters']
-                if t17 is None: t17 = Missing('config.model.converters')
+                t16 = t7['converters']
+                if t16 is None: t16 = Missing('config.model.converters')
             else:
-                t17 = attr_value(t7, 'converters', 'config.model.converters')
+                t16 = attr_value(t7, 'converters', 'config.model.converters')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t18 = type_name(t17)
-            env.budget.mem -= len(t18)
+            t17 = type_name(t16)
+            env.budget.mem -= len(t17)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            if t18.__class__ is str:
-                t19 = t18 == ('list')
+            if t17.__class__ is str:
+                t18 = t17 == ('list')
             else:
-                t19 = _compare('==', t18, ('list'))
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t18 = _compare('==', t17, ('list'))
+            t15 = t18
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            if t7.__class__ is dict and 'converters' in t7:
-                t22 = t7['converters']
-                if t22 is None: t22 = Missing('config.model.converters')
-            else:
-                t22 = attr_value(t7, 'converters', 'config.model.converters')
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, ('float8'), t22)
-            t21 = _compare('in', ('float8'), t22)
-            t20 = (t21 if t21.__class__ is bool else _truth(t21))
+            t15 = False
+        if t15:
+            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, ('float8'), t16)
+            t20 = _compare('in', ('float8'), t16)
+            t19 = t20
         else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+            t19 = False
+        t5 = t19
     else:
         t5 = False
     return t5
@@ -5854,9 +6201,14 @@ def e256(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K80
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'model' in t6:
@@ -5870,80 +6222,76 @@ def e256(env):
         else:
             t8 = attr_value(t7, 'name', 'config.model.name')
         t10 = K81
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-        t9 = _compare('in', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t8.__class__ is str or t8.__class__ is int:
+            env.budget.left -= 4
+            if env.budget.left < 0: _charge(env, 0)
+            t9 = t8 in t10
+        else:
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('in', t8, t10)
+        if t9:
             t12 = env.lookup('ep')
             if t12 is None: t12 = Missing('ep')
             t13 = not (t12 is None or t12.__class__ is Missing)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = t13
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t15 = env.lookup('ep')
-            if t15 is None: t15 = Missing('ep')
-            if t15.__class__ is int:
-                t16 = t15 > (1)
+        if t11:
+            if t12.__class__ is int:
+                t15 = t12 > (1)
             else:
-                t16 = _compare('>', t15, (1))
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = _compare('>', t12, (1))
+            t14 = t15
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t18 = env.lookup('pp')
-            if t18 is None: t18 = Missing('pp')
-            t19 = not (t18 is None or t18.__class__ is Missing)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+        if t14:
+            t17 = env.lookup('pp')
+            if t17 is None: t17 = Missing('pp')
+            t18 = not (t17 is None or t17.__class__ is Missing)
+            t16 = t18
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t21 = env.lookup('pp')
-            if t21 is None: t21 = Missing('pp')
-            if t21.__class__ is int:
-                t22 = t21 > (1)
+            t16 = False
+        if t16:
+            if t17.__class__ is int:
+                t20 = t17 > (1)
             else:
-                t22 = _compare('>', t21, (1))
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+                t20 = _compare('>', t17, (1))
+            t19 = t20
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t19 = False
+        if t19:
             if t6.__class__ is dict and 'parallelism' in t6:
-                t24 = t6['parallelism']
-                if t24 is None: t24 = Missing('config.parallelism')
+                t22 = t6['parallelism']
+                if t22 is None: t22 = Missing('config.parallelism')
             else:
-                t24 = attr_value(t6, 'parallelism', 'config.parallelism')
-            if t24.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t24:
-                t25 = t24['pipeline_parallel_expert_parallel_overlap']
-                if t25 is None: t25 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
+                t22 = attr_value(t6, 'parallelism', 'config.parallelism')
+            if t22.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t22:
+                t23 = t22['pipeline_parallel_expert_parallel_overlap']
+                if t23 is None: t23 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
             else:
-                t25 = attr_value(t24, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
-            if t25.__class__ is (True).__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 == (True)
+                t23 = attr_value(t22, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
+            if t23.__class__ is (True).__class__ and (t23.__class__ is int or t23.__class__ is str):
+                t24 = t23 == (True)
             else:
-                t26 = _compare('==', t25, (True))
-            t23 = (t26 if t26.__class__ is bool else _truth(t26))
+                t24 = _compare('==', t23, (True))
+            t21 = t24
         else:
-            t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            if t6.__class__ is dict and 'parallelism' in t6:
-                t28 = t6['parallelism']
-                if t28 is None: t28 = Missing('config.parallelism')
+            t21 = False
+        if t21:
+            if t22.__class__ is dict and 'pipeline_parallel_schedule' in t22:
+                t26 = t22['pipeline_parallel_schedule']
+                if t26 is None: t26 = Missing('config.parallelism.pipeline_parallel_schedule')
             else:
-                t28 = attr_value(t6, 'parallelism', 'config.parallelism')
-            if t28.__class__ is dict and 'pipeline_parallel_schedule' in t28:
-                t29 = t28['pipeline_parallel_schedule']
-                if t29 is None: t29 = Missing('config.parallelism.pipeline_parallel_schedule')
+                t26 = attr_value(t22, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
+            t27 = call_value(env, F_lower.fn, F_lower.cost, False, [t26])
+            if t27.__class__ is str:
+                t28 = t27 == ('dualpipev')
             else:
-                t29 = attr_value(t28, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
-            t30 = call_value(env, F_lower.fn, F_lower.cost, False, [t29])
-            if t30.__class__ is str:
-                t31 = t30 == ('dualpipev')
-            else:
-                t31 = _compare('==', t30, ('dualpipev'))
-            t27 = (t31 if t31.__class__ is bool else _truth(t31))
+                t28 = _compare('==', t27, ('dualpipev'))
+            t25 = t28
         else:
-            t27 = False
-        t5 = (t27 if t27.__class__ is bool else _truth(t27))
+            t25 = False
+        t5 = t25
     else:
         t5 = False
     return t5
@@ -5987,9 +6335,14 @@ def e260(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K82
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -6014,10 +6367,10 @@ def e260(env):
                 t12 = t11 == (True)
             else:
                 t12 = _compare('==', t11, (True))
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t14 = env.lookup('parallelism')
             if t14 is None: t14 = Missing('parallelism')
             if t14.__class__ is dict and 'spmd_backend' in t14:
@@ -6029,10 +6382,10 @@ def e260(env):
                 t16 = t15 == ('spmd_types')
             else:
                 t16 = _compare('==', t15, ('spmd_types'))
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+            t13 = t16
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
+        if t13:
             t18 = env.lookup('model')
             if t18 is None: t18 = Missing('model')
             if t18.__class__ is dict and 'attn_backend' in t18:
@@ -6041,12 +6394,17 @@ def e260(env):
             else:
                 t19 = attr_value(t18, 'attn_backend', 'model.attn_backend')
             t21 = K83
-            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-            t20 = _compare('in', t19, t21)
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+            if t19.__class__ is str or t19.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t20 = t19 in t21
+            else:
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
+                t20 = _compare('in', t19, t21)
+            t17 = t20
         else:
             t17 = False
-        t5 = (t17 if t17.__class__ is bool else _truth(t17))
+        t5 = t17
     else:
         t5 = False
     return t5
@@ -6065,7 +6423,7 @@ def e261(env):
         t4 = t3 == ('FullAC.Config')
     else:
         t4 = _compare('==', t3, ('FullAC.Config'))
-    if not (t4 if t4.__class__ is bool else _truth(t4)):
+    if not t4:
         if t1.__class__ is dict and 'compile' in t1:
             t7 = t1['compile']
             if t7 is None: t7 = Missing('config.compile')
@@ -6074,7 +6432,7 @@ def e261(env):
         t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
         if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('memory_policy'), t8)
         t6 = _compare('in', ('memory_policy'), t8)
-        if (t6 if t6.__class__ is bool else _truth(t6)):
+        if t6:
             if t7.__class__ is dict and 'memory_policy' in t7:
                 t10 = t7['memory_policy']
                 if t10 is None: t10 = Missing('config.compile.memory_policy')
@@ -6085,10 +6443,10 @@ def e261(env):
                 t12 = t11 == ('full')
             else:
                 t12 = _compare('==', t11, ('full'))
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t9 = t12
         else:
             t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = True
     return t5
@@ -6102,9 +6460,14 @@ def e262(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K84
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -6123,39 +6486,35 @@ def e262(env):
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = env.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'moe_comm_backend' in t12:
-                t13 = t12['moe_comm_backend']
-                if t13 is None: t13 = Missing('model.moe_comm_backend')
+        if t8:
+            if t9.__class__ is dict and 'moe_comm_backend' in t9:
+                t12 = t9['moe_comm_backend']
+                if t12 is None: t12 = Missing('model.moe_comm_backend')
             else:
-                t13 = attr_value(t12, 'moe_comm_backend', 'model.moe_comm_backend')
-            if t13.__class__ is str:
-                t14 = t13 == ('minimal_async_ep')
+                t12 = attr_value(t9, 'moe_comm_backend', 'model.moe_comm_backend')
+            if t12.__class__ is str:
+                t13 = t12 == ('minimal_async_ep')
             else:
-                t14 = _compare('==', t13, ('minimal_async_ep'))
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('==', t12, ('minimal_async_ep'))
+            t11 = t13
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('ep')
-            if t16 is None: t16 = Missing('ep')
-            t17 = not (t16 is None or t16.__class__ is Missing)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+        if t11:
+            t15 = env.lookup('ep')
+            if t15 is None: t15 = Missing('ep')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t14 = t16
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t19 = env.lookup('ep')
-            if t19 is None: t19 = Missing('ep')
-            if t19.__class__ is int:
-                t20 = t19 > (1)
+            t14 = False
+        if t14:
+            if t15.__class__ is int:
+                t18 = t15 > (1)
             else:
-                t20 = _compare('>', t19, (1))
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+                t18 = _compare('>', t15, (1))
+            t17 = t18
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t17 = False
+        t5 = t17
     else:
         t5 = False
     return t5
@@ -6176,7 +6535,11 @@ def e264(env):
     t2 = env.lookup('shards')
     if t2 is None: t2 = Missing('shards')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
+    if t1.__class__ is int and t2.__class__ is int and t2:
+        t3 = t1 % t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    else:
+        t3 = _binop('%', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
@@ -6192,9 +6555,14 @@ def e265(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K85
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -6213,41 +6581,50 @@ def e265(env):
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
             t14 = K86
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-            t13 = _compare('in', t12, t14)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            if t12.__class__ is str or t12.__class__ is int:
+                env.budget.left -= 3
+                if env.budget.left < 0: _charge(env, 0)
+                t13 = t12 in t14
+            else:
+                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+                t13 = _compare('in', t12, t14)
+            t11 = t13
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t16 = env.lookup('shards')
             if t16 is None: t16 = Missing('shards')
             if t16.__class__ is int:
                 t17 = t16 > (1)
             else:
                 t17 = _compare('>', t16, (1))
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+            t15 = t17
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+        if t15:
             t19 = env.lookup('tokens')
             if t19 is None: t19 = Missing('tokens')
             if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = env.lookup('sp_cp')
             if t20 is None: t20 = Missing('sp_cp')
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t19, t20, env)
+            if t19.__class__ is int and t20.__class__ is int and t20:
+                t21 = t19 % t20
+                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            else:
+                t21 = _binop('%', t19, t20, env)
             if t21.__class__ is int:
                 t22 = t21 == (0)
             else:
                 t22 = _compare('==', t21, (0))
-            t18 = (t22 if t22.__class__ is bool else _truth(t22))
+            t18 = t22
         else:
             t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+        t5 = t18
     else:
         t5 = False
     return t5
@@ -6294,9 +6671,7 @@ def e269(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('+', t3, (1), env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('*', t1, t4, env)
     return t5
 
@@ -6309,9 +6684,14 @@ def e270(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K87
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -6330,41 +6710,50 @@ def e270(env):
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
             t14 = K88
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-            t13 = _compare('in', t12, t14)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            if t12.__class__ is str or t12.__class__ is int:
+                env.budget.left -= 3
+                if env.budget.left < 0: _charge(env, 0)
+                t13 = t12 in t14
+            else:
+                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+                t13 = _compare('in', t12, t14)
+            t11 = t13
         else:
             t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t11:
             t16 = env.lookup('shards')
             if t16 is None: t16 = Missing('shards')
             if t16.__class__ is int:
                 t17 = t16 > (1)
             else:
                 t17 = _compare('>', t16, (1))
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+            t15 = t17
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+        if t15:
             t19 = env.lookup('tokens')
             if t19 is None: t19 = Missing('tokens')
             if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = env.lookup('sp_cp')
             if t20 is None: t20 = Missing('sp_cp')
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t19, t20, env)
+            if t19.__class__ is int and t20.__class__ is int and t20:
+                t21 = t19 % t20
+                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            else:
+                t21 = _binop('%', t19, t20, env)
             if t21.__class__ is int:
                 t22 = t21 == (0)
             else:
                 t22 = _compare('==', t21, (0))
-            t18 = (t22 if t22.__class__ is bool else _truth(t22))
+            t18 = t22
         else:
             t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+        t5 = t18
     else:
         t5 = False
     return t5
@@ -6383,8 +6772,13 @@ def e271(env):
     else:
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
     t5 = K89
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-    t4 = _compare('in', t3, t5)
+    if t3.__class__ is str or t3.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t4 = t3 in t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('in', t3, t5)
     return t4
 
 def e272(env):
@@ -6396,16 +6790,21 @@ def e272(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K90
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('config')
             if t9 is None: t9 = Missing('config')
             if t9.__class__ is dict and 'parallelism' in t9:
@@ -6419,30 +6818,18 @@ def e272(env):
             else:
                 t11 = attr_value(t10, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('config')
-            if t14 is None: t14 = Missing('config')
-            if t14.__class__ is dict and 'parallelism' in t14:
-                t15 = t14['parallelism']
-                if t15 is None: t15 = Missing('config.parallelism')
+        if t8:
+            if t11.__class__ is str:
+                t14 = t11 != ('')
             else:
-                t15 = attr_value(t14, 'parallelism', 'config.parallelism')
-            if t15.__class__ is dict and 'context_parallel_load_balancer' in t15:
-                t16 = t15['context_parallel_load_balancer']
-                if t16 is None: t16 = Missing('config.parallelism.context_parallel_load_balancer')
-            else:
-                t16 = attr_value(t15, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            if t16.__class__ is str:
-                t17 = t16 != ('')
-            else:
-                t17 = _compare('!=', t16, (''))
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t14 = _compare('!=', t11, (''))
+            t13 = t14
         else:
             t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+        t5 = t13
     else:
         t5 = False
     return t5
@@ -6466,11 +6853,11 @@ def e274(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('bad_linear')
         if t4 is None: t4 = Missing('bad_linear')
         t5 = not (t4 if t4.__class__ is bool else _truth(t4))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -6484,9 +6871,14 @@ def e275(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K91
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -6501,10 +6893,10 @@ def e275(env):
                 t10 = t9 > (1)
             else:
                 t10 = _compare('>', t9, (1))
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -6518,34 +6910,38 @@ def e276(env):
     else:
         t2 = attr_value(t1, 'family', 'model.family')
     t4 = K92
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         if t1.__class__ is dict and 'vision_n_heads' in t1:
             t6 = t1['vision_n_heads']
             if t6 is None: t6 = Missing('model.vision_n_heads')
         else:
             t6 = attr_value(t1, 'vision_n_heads', 'model.vision_n_heads')
         t7 = not (t6 is None or t6.__class__ is Missing)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = t7
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        if t1.__class__ is dict and 'vision_n_heads' in t1:
-            t9 = t1['vision_n_heads']
-            if t9 is None: t9 = Missing('model.vision_n_heads')
-        else:
-            t9 = attr_value(t1, 'vision_n_heads', 'model.vision_n_heads')
+    if t5:
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t9 = env.lookup('tp')
+        if t9 is None: t9 = Missing('tp')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('tp')
-        if t10 is None: t10 = Missing('tp')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('%', t9, t10, env)
-        if t11.__class__ is int:
-            t12 = t11 != (0)
+        if t6.__class__ is int and t9.__class__ is int and t9:
+            t10 = t6 % t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t12 = _compare('!=', t11, (0))
-        t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = _binop('%', t6, t9, env)
+        if t10.__class__ is int:
+            t11 = t10 != (0)
+        else:
+            t11 = _compare('!=', t10, (0))
+        t8 = t11
     else:
         t8 = False
     return t8
@@ -6559,43 +6955,46 @@ def e277(env):
     else:
         t2 = attr_value(t1, 'linear_key_heads', 'model.linear_key_heads')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         if t1.__class__ is dict and 'linear_value_heads' in t1:
             t5 = t1['linear_value_heads']
             if t5 is None: t5 = Missing('model.linear_value_heads')
         else:
             t5 = attr_value(t1, 'linear_value_heads', 'model.linear_value_heads')
         t6 = not (t5 is None or t5.__class__ is Missing)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = t6
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t8 = env.lookup('tp')
         if t8 is None: t8 = Missing('tp')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('%', t2, t8, env)
+        if t2.__class__ is int and t8.__class__ is int and t8:
+            t9 = t2 % t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('%', t2, t8, env)
         if t9.__class__ is int:
             t10 = t9 != (0)
         else:
             t10 = _compare('!=', t9, (0))
-        if not (t10 if t10.__class__ is bool else _truth(t10)):
-            if t1.__class__ is dict and 'linear_value_heads' in t1:
-                t12 = t1['linear_value_heads']
-                if t12 is None: t12 = Missing('model.linear_value_heads')
-            else:
-                t12 = attr_value(t1, 'linear_value_heads', 'model.linear_value_heads')
-            if t12 is None or t12.__class__ is Missing: _need(t12)
+        if not t10:
+            if t5 is None or t5.__class__ is Missing: _need(t5)
             if t8 is None or t8.__class__ is Missing: _need(t8)
-            t13 = _binop('%', t12, t8, env)
-            if t13.__class__ is int:
-                t14 = t13 != (0)
+            if t5.__class__ is int and t8.__class__ is int and t8:
+                t12 = t5 % t8
+                if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
             else:
-                t14 = _compare('!=', t13, (0))
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = _binop('%', t5, t8, env)
+            if t12.__class__ is int:
+                t13 = t12 != (0)
+            else:
+                t13 = _compare('!=', t12, (0))
+            t11 = t13
         else:
             t11 = True
-        t7 = (t11 if t11.__class__ is bool else _truth(t11))
+        t7 = t11
     else:
         t7 = False
     return t7
@@ -6635,7 +7034,7 @@ def e279(env):
     t4 = env.lookup('choices')
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         if t4.__class__ is dict and 'tp' in t4:
             t7 = t4['tp']
             if t7 is None: t7 = Missing('choices.tp')
@@ -6647,7 +7046,8 @@ def e279(env):
         if t8 is None: t8 = Missing('limit')
         t9 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t8])
         t6 = t9
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t10 = Env({}, None, t2, env)
     t11 = t10.values
     for t12 in t3:
@@ -6661,43 +7061,41 @@ def e279(env):
             t14 = t13 > (1)
         else:
             t14 = _compare('>', t13, (1))
-        if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t14:
             t16 = t10.lookup('gpus_per_node')
             if t16 is None: t16 = Missing('gpus_per_node')
             t17 = (t16 is None or t16.__class__ is Missing)
-            if not (t17 if t17.__class__ is bool else _truth(t17)):
-                t19 = t12
-                if t19 is None: t19 = Missing('t')
-                if t19.__class__ is t16.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                    t20 = t19 <= t16
+            if not t17:
+                if t13.__class__ is t16.__class__ and (t13.__class__ is int or t13.__class__ is str):
+                    t19 = t13 <= t16
                 else:
-                    if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t10, t19, t16)
-                    t20 = _compare('<=', t19, t16)
-                t18 = (t20 if t20.__class__ is bool else _truth(t20))
+                    if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t13, t16)
+                    t19 = _compare('<=', t13, t16)
+                t18 = t19
             else:
                 t18 = True
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+            t15 = t18
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t22 = t10.lookup('limit')
-            if t22 is None: t22 = Missing('limit')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = t12
-            if t23 is None: t23 = Missing('t')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = _binop('%', t22, t23, t10)
-            if t24.__class__ is int:
-                t25 = t24 == (0)
+        if t15:
+            t21 = t10.lookup('limit')
+            if t21 is None: t21 = Missing('limit')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            if t21.__class__ is int and t13.__class__ is int and t13:
+                t22 = t21 % t13
+                if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
             else:
-                t25 = _compare('==', t24, (0))
-            t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                t22 = _binop('%', t21, t13, env)
+            if t22.__class__ is int:
+                t23 = t22 == (0)
+            else:
+                t23 = _compare('==', t22, (0))
+            t20 = t23
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = t12
-            if t26 is None: t26 = Missing('t')
-            t1.append(t26)
+            t20 = False
+        if t20:
+            t1.append(t13)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -6713,7 +7111,6 @@ def e280(env):
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('vision encoder has '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' heads'), env)
         t2 = t7
     else:
@@ -6723,14 +7120,11 @@ def e280(env):
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', ('gated DeltaNet layers have '), t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('+', t11, (' key and '), env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = attr_value(t8, 'linear_value_heads', 'model.linear_value_heads')
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = _binop('+', t12, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = _binop('+', t15, (' value heads'), env)
         t2 = t16
     return t2
@@ -6746,72 +7140,59 @@ def e281(env):
             t5 = t4 == ('muse_glimmer')
         else:
             t5 = _compare('==', t4, ('muse_glimmer'))
-        t2 = _truth(t5)
+        t2 = t5
     else:
         t2 = False
-    if _truth(t2):
-        t7 = env.lookup('model')
-        if t7 is None: t7 = Missing('model')
-        t8 = attr_value(t7, 'vision_n_heads', 'model.vision_n_heads')
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', ('asserts: vision num_heads ('), t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('+', t10, (') must be divisible by TP degree ('), env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('tp')
-        if t12 is None: t12 = Missing('tp')
-        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('+', t11, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('+', t14, (')'), env)
-        t6 = t15
+    if t2:
+        t7 = attr_value(t3, 'vision_n_heads', 'model.vision_n_heads')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', ('asserts: vision num_heads ('), t8, env)
+        t10 = _binop('+', t9, (') must be divisible by TP degree ('), env)
+        t11 = env.lookup('tp')
+        if t11 is None: t11 = Missing('tp')
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t10, t12, env)
+        t14 = _binop('+', t13, (')'), env)
+        t6 = t14
     else:
         if _truth(t1):
-            t17 = env.lookup('tp')
-            if t17 is None: t17 = Missing('tp')
-            t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t18, env)
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = _binop('+', t19, (') must divide vision num_heads ('), env)
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = env.lookup('model')
-            if t21 is None: t21 = Missing('model')
-            t22 = attr_value(t21, 'vision_n_heads', 'model.vision_n_heads')
-            t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = _binop('+', t20, t23, env)
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = _binop('+', t24, (').'), env)
-            t16 = t25
+            t16 = env.lookup('tp')
+            if t16 is None: t16 = Missing('tp')
+            t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t17, env)
+            t19 = _binop('+', t18, (') must divide vision num_heads ('), env)
+            t20 = env.lookup('model')
+            if t20 is None: t20 = Missing('model')
+            t21 = attr_value(t20, 'vision_n_heads', 'model.vision_n_heads')
+            t22 = call_value(env, F_str.fn, F_str.cost, True, [t21])
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = _binop('+', t19, t22, env)
+            t24 = _binop('+', t23, (').'), env)
+            t15 = t24
         else:
-            t26 = env.lookup('tp')
-            if t26 is None: t26 = Missing('tp')
-            t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t27, env)
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = _binop('+', t28, (') must divide n_key_heads ('), env)
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = env.lookup('model')
-            if t30 is None: t30 = Missing('model')
-            t31 = attr_value(t30, 'linear_key_heads', 'model.linear_key_heads')
-            t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
-            if t32 is None or t32.__class__ is Missing: _need(t32)
-            t33 = _binop('+', t29, t32, env)
-            if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = _binop('+', t33, (') and n_value_heads ('), env)
-            if t34 is None or t34.__class__ is Missing: _need(t34)
-            t35 = attr_value(t30, 'linear_value_heads', 'model.linear_value_heads')
-            t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
-            if t36 is None or t36.__class__ is Missing: _need(t36)
-            t37 = _binop('+', t34, t36, env)
-            if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = _binop('+', t37, (').'), env)
-            t16 = t38
-        t6 = t16
+            t25 = env.lookup('tp')
+            if t25 is None: t25 = Missing('tp')
+            t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t26, env)
+            t28 = _binop('+', t27, (') must divide n_key_heads ('), env)
+            t29 = env.lookup('model')
+            if t29 is None: t29 = Missing('model')
+            t30 = attr_value(t29, 'linear_key_heads', 'model.linear_key_heads')
+            t31 = call_value(env, F_str.fn, F_str.cost, True, [t30])
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            t32 = _binop('+', t28, t31, env)
+            t33 = _binop('+', t32, (') and n_value_heads ('), env)
+            t34 = attr_value(t29, 'linear_value_heads', 'model.linear_value_heads')
+            t35 = call_value(env, F_str.fn, F_str.cost, True, [t34])
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            t36 = _binop('+', t33, t35, env)
+            t37 = _binop('+', t36, (').'), env)
+            t15 = t37
+        t6 = t15
     return t6
 
 def e282(env):
@@ -6845,9 +7226,14 @@ def e283(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K93
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -6864,10 +7250,10 @@ def e283(env):
             else:
                 t10 = attr_value(t9, 'rope_max_len', 'model.rope_max_len')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t13 = env.lookup('training')
             if t13 is None: t13 = Missing('training')
             if t13.__class__ is dict and 'max_context_length' in t13:
@@ -6876,10 +7262,10 @@ def e283(env):
             else:
                 t14 = attr_value(t13, 'max_context_length', 'training.max_context_length')
             t15 = not (t14 is None or t14.__class__ is Missing)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+            t12 = t15
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -6927,9 +7313,14 @@ def e287(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K94
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -6946,10 +7337,10 @@ def e287(env):
             else:
                 t10 = attr_value(t9, 'rope_max_len', 'model.rope_max_len')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t13 = env.lookup('training')
             if t13 is None: t13 = Missing('training')
             if t13.__class__ is dict and 'seq_len' in t13:
@@ -6958,10 +7349,10 @@ def e287(env):
             else:
                 t14 = attr_value(t13, 'seq_len', 'training.seq_len')
             t15 = not (t14 is None or t14.__class__ is Missing)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+            t12 = t15
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -6989,9 +7380,14 @@ def e289(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K95
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'validation' in t6:
@@ -7008,7 +7404,7 @@ def e289(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('model')
             if t11 is None: t11 = Missing('model')
             if t11.__class__ is dict and 'validator' in t11:
@@ -7017,10 +7413,10 @@ def e289(env):
             else:
                 t12 = attr_value(t11, 'validator', 'model.validator')
             t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -7034,9 +7430,14 @@ def e290(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K96
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'num_mtp_layers' in t6:
@@ -7045,15 +7446,15 @@ def e290(env):
         else:
             t7 = attr_value(t6, 'num_mtp_layers', 'model.num_mtp_layers')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             if t7.__class__ is int:
                 t10 = t7 > (0)
             else:
                 t10 = _compare('>', t7, (0))
-            t9 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = t10
         else:
             t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -7071,7 +7472,7 @@ def e292(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
         t5 = attr_value(t4, 'pp', 'keys.pp')
@@ -7090,7 +7491,7 @@ def e293(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t3 = ('use pipeline_parallel_degree = 1')
     else:
         t3 = ('use context_parallel_degree = 1')
@@ -7103,17 +7504,17 @@ def e294(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('cp')
         if t4 is None: t4 = Missing('cp')
         if t4.__class__ is int:
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = _truth(t5)
+        t3 = t5
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         t6 = (' and context_parallel_degree = 1')
     else:
         t6 = ('')
@@ -7133,8 +7534,13 @@ def e295(env):
     else:
         t3 = attr_value(t2, 'backend', 'config.compile.backend')
     t5 = K97
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-    t4 = _compare('in', t3, t5)
+    if t3.__class__ is str or t3.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t4 = t3 in t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('in', t3, t5)
     return t4
 
 def e296(env):
@@ -7146,9 +7552,14 @@ def e296(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K98
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -7170,104 +7581,76 @@ def e296(env):
                 t12 = t11 == ('CompileConfig')
             else:
                 t12 = _compare('==', t11, ('CompileConfig'))
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('config')
-            if t14 is None: t14 = Missing('config')
-            if t14.__class__ is dict and 'compile' in t14:
-                t15 = t14['compile']
-                if t15 is None: t15 = Missing('config.compile')
+        if t8:
+            if t10.__class__ is dict and 'enable' in t10:
+                t14 = t10['enable']
+                if t14 is None: t14 = Missing('config.compile.enable')
             else:
-                t15 = attr_value(t14, 'compile', 'config.compile')
-            if t15.__class__ is dict and 'enable' in t15:
-                t16 = t15['enable']
-                if t16 is None: t16 = Missing('config.compile.enable')
+                t14 = attr_value(t10, 'enable', 'config.compile.enable')
+            if t14.__class__ is (True).__class__ and (t14.__class__ is int or t14.__class__ is str):
+                t15 = t14 == (True)
             else:
-                t16 = attr_value(t15, 'enable', 'config.compile.enable')
-            if t16.__class__ is (True).__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 == (True)
-            else:
-                t17 = _compare('==', t16, (True))
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t15 = _compare('==', t14, (True))
+            t13 = t15
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t19 = env.lookup('config')
-            if t19 is None: t19 = Missing('config')
-            if t19.__class__ is dict and 'compile' in t19:
-                t20 = t19['compile']
-                if t20 is None: t20 = Missing('config.compile')
+        if t13:
+            if t10.__class__ is dict and 'components' in t10:
+                t17 = t10['components']
+                if t17 is None: t17 = Missing('config.compile.components')
             else:
-                t20 = attr_value(t19, 'compile', 'config.compile')
-            if t20.__class__ is dict and 'components' in t20:
-                t21 = t20['components']
-                if t21 is None: t21 = Missing('config.compile.components')
-            else:
-                t21 = attr_value(t20, 'components', 'config.compile.components')
+                t17 = attr_value(t10, 'components', 'config.compile.components')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t22 = type_name(t21)
-            env.budget.mem -= len(t22)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            if t22.__class__ is str:
-                t23 = t22 == ('list')
+            if t18.__class__ is str:
+                t19 = t18 == ('list')
             else:
-                t23 = _compare('==', t22, ('list'))
-            t18 = (t23 if t23.__class__ is bool else _truth(t23))
+                t19 = _compare('==', t18, ('list'))
+            t16 = t19
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t26 = env.lookup('config')
-            if t26 is None: t26 = Missing('config')
-            if t26.__class__ is dict and 'compile' in t26:
-                t27 = t26['compile']
-                if t27 is None: t27 = Missing('config.compile')
-            else:
-                t27 = attr_value(t26, 'compile', 'config.compile')
-            if t27.__class__ is dict and 'components' in t27:
-                t28 = t27['components']
-                if t28 is None: t28 = Missing('config.compile.components')
-            else:
-                t28 = attr_value(t27, 'components', 'config.compile.components')
-            if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, ('model'), t28)
-            t25 = _compare('in', ('model'), t28)
-            t24 = (t25 if t25.__class__ is bool else _truth(t25))
+            t16 = False
+        if t16:
+            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, ('model'), t17)
+            t21 = _compare('in', ('model'), t17)
+            t20 = t21
         else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t30 = env.lookup('model')
-            if t30 is None: t30 = Missing('model')
-            if t30.__class__ is dict and 'attn_backend' in t30:
-                t31 = t30['attn_backend']
-                if t31 is None: t31 = Missing('model.attn_backend')
+            t20 = False
+        if t20:
+            t23 = env.lookup('model')
+            if t23 is None: t23 = Missing('model')
+            if t23.__class__ is dict and 'attn_backend' in t23:
+                t24 = t23['attn_backend']
+                if t24 is None: t24 = Missing('model.attn_backend')
             else:
-                t31 = attr_value(t30, 'attn_backend', 'model.attn_backend')
-            t33 = K99
-            if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
-            t32 = _compare('in', t31, t33)
-            t29 = (t32 if t32.__class__ is bool else _truth(t32))
+                t24 = attr_value(t23, 'attn_backend', 'model.attn_backend')
+            t26 = K99
+            if t24.__class__ is str or t24.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t25 = t24 in t26
+            else:
+                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t24, t26)
+                t25 = _compare('in', t24, t26)
+            t22 = t25
         else:
-            t29 = False
-        if (t29 if t29.__class__ is bool else _truth(t29)):
-            t35 = env.lookup('config')
-            if t35 is None: t35 = Missing('config')
-            if t35.__class__ is dict and 'compile' in t35:
-                t36 = t35['compile']
-                if t36 is None: t36 = Missing('config.compile')
+            t22 = False
+        if t22:
+            if t10.__class__ is dict and 'backend' in t10:
+                t28 = t10['backend']
+                if t28 is None: t28 = Missing('config.compile.backend')
             else:
-                t36 = attr_value(t35, 'compile', 'config.compile')
-            if t36.__class__ is dict and 'backend' in t36:
-                t37 = t36['backend']
-                if t37 is None: t37 = Missing('config.compile.backend')
-            else:
-                t37 = attr_value(t36, 'backend', 'config.compile.backend')
-            t38 = not (t37 is None or t37.__class__ is Missing)
-            t34 = (t38 if t38.__class__ is bool else _truth(t38))
+                t28 = attr_value(t10, 'backend', 'config.compile.backend')
+            t29 = not (t28 is None or t28.__class__ is Missing)
+            t27 = t29
         else:
-            t34 = False
-        t5 = (t34 if t34.__class__ is bool else _truth(t34))
+            t27 = False
+        t5 = t27
     else:
         t5 = False
     return t5
@@ -7291,7 +7674,7 @@ def e298(env):
         t3 = t2 == ('spmd_types')
     else:
         t3 = _compare('==', t2, ('spmd_types'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         if t1.__class__ is dict and 'enable_sequence_parallel' in t1:
             t5 = t1['enable_sequence_parallel']
             if t5 is None: t5 = Missing('parallelism.enable_sequence_parallel')
@@ -7301,7 +7684,7 @@ def e298(env):
             t6 = t5 == (True)
         else:
             t6 = _compare('==', t5, (True))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = t6
     else:
         t4 = False
     return t4
@@ -7315,9 +7698,14 @@ def e299(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K100
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'tp_gemm_backend' in t6:
@@ -7329,7 +7717,7 @@ def e299(env):
             t8 = t7 == ('dist_gemm')
         else:
             t8 = _compare('==', t7, ('dist_gemm'))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('parallelism')
             if t10 is None: t10 = Missing('parallelism')
             if t10.__class__ is dict and 'spmd_backend' in t10:
@@ -7338,22 +7726,20 @@ def e299(env):
             else:
                 t11 = attr_value(t10, 'spmd_backend', 'parallelism.spmd_backend')
             t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t9 = t12
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('parallelism')
-            if t14 is None: t14 = Missing('parallelism')
-            if t14.__class__ is dict and 'enable_sequence_parallel' in t14:
-                t15 = t14['enable_sequence_parallel']
-                if t15 is None: t15 = Missing('parallelism.enable_sequence_parallel')
+        if t9:
+            if t10.__class__ is dict and 'enable_sequence_parallel' in t10:
+                t14 = t10['enable_sequence_parallel']
+                if t14 is None: t14 = Missing('parallelism.enable_sequence_parallel')
             else:
-                t15 = attr_value(t14, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
-            t16 = not (t15 is None or t15.__class__ is Missing)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t10, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t13 = t15
         else:
             t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+        t5 = t13
     else:
         t5 = False
     return t5
@@ -7366,10 +7752,9 @@ def e300(env):
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if _truth(t3):
+    if t3:
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t5 = _binop('+', ('spmd_backend = "'), t2, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', t5, ('"'), env)
         t4 = t6
     else:
@@ -7384,7 +7769,7 @@ def e301(env):
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if _truth(t3):
+    if t3:
         t4 = ('parallelism.spmd_backend=spmd_types')
     else:
         t4 = ('parallelism.enable_sequence_parallel')
@@ -7398,7 +7783,7 @@ def e302(env):
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if _truth(t3):
+    if t3:
         t4 = ('parallelism.spmd_backend')
     else:
         t4 = ('parallelism.enable_sequence_parallel')
@@ -7412,7 +7797,7 @@ def e303(env):
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if _truth(t3):
+    if t3:
         t4 = ('use spmd_backend = "spmd_types" (the default)')
     else:
         t4 = ('set enable_sequence_parallel = True (the default)')
@@ -7441,9 +7826,14 @@ def e305(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K101
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'is_moe' in t6:
@@ -7461,10 +7851,10 @@ def e305(env):
                 t10 = t9 == ('minimal_async_ep')
             else:
                 t10 = _compare('==', t9, ('minimal_async_ep'))
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = t10
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t12 = env.lookup('parallelism')
             if t12 is None: t12 = Missing('parallelism')
             if t12.__class__ is dict and 'spmd_backend' in t12:
@@ -7473,10 +7863,10 @@ def e305(env):
             else:
                 t13 = attr_value(t12, 'spmd_backend', 'parallelism.spmd_backend')
             t14 = not (t13 is None or t13.__class__ is Missing)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+            t11 = t14
         else:
             t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+        t5 = t11
     else:
         t5 = False
     return t5
@@ -7504,9 +7894,14 @@ def e307(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K102
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'registered' in t6:
@@ -7515,7 +7910,7 @@ def e307(env):
         else:
             t7 = attr_value(t6, 'registered', 'model.registered')
         t8 = not (t7 is None or t7.__class__ is Missing)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('config')
             if t10 is None: t10 = Missing('config')
             if t10.__class__ is dict and 'experimental' in t10:
@@ -7532,10 +7927,10 @@ def e307(env):
                 t13 = t12 == ('')
             else:
                 t13 = _compare('==', t12, (''))
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+            t9 = t13
         else:
             t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        t5 = t9
     else:
         t5 = False
     return t5
@@ -7555,10 +7950,10 @@ def e308(env):
             t5 = t4 == ('sdpa')
         else:
             t5 = _compare('==', t4, ('sdpa'))
-        t2 = (t5 if t5.__class__ is bool else _truth(t5))
+        t2 = t5
     else:
         t2 = False
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not t2:
         t7 = env.lookup('llama3_args')
         if t7 is None: t7 = Missing('llama3_args')
         if (t7 if t7.__class__ is bool else _truth(t7)):
@@ -7573,10 +7968,10 @@ def e308(env):
                 t11 = t10 != ('varlen')
             else:
                 t11 = _compare('!=', t10, ('varlen'))
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = t8
     else:
         t6 = True
     return t6
@@ -7590,16 +7985,21 @@ def e309(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K103
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('model')
             if t9 is None: t9 = Missing('model')
             if t9.__class__ is dict and 'attn_type' in t9:
@@ -7608,10 +8008,10 @@ def e309(env):
             else:
                 t10 = attr_value(t9, 'attn_type', 'model.attn_type')
             t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t13 = env.lookup('sdpa_only')
             if t13 is None: t13 = Missing('sdpa_only')
             if not (t13 if t13.__class__ is bool else _truth(t13)):
@@ -7620,10 +8020,10 @@ def e309(env):
                 t14 = (t15 if t15.__class__ is bool else _truth(t15))
             else:
                 t14 = True
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = t14
         else:
             t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+        t5 = t12
     else:
         t5 = False
     return t5
@@ -7637,8 +8037,13 @@ def e310(env):
     else:
         t2 = attr_value(t1, 'name', 'model.name')
     t4 = K104
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 6
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e311(env):
@@ -7650,8 +8055,13 @@ def e311(env):
     else:
         t2 = attr_value(t1, 'name', 'model.name')
     t4 = K105
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 5
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e312(env):
@@ -7687,8 +8097,13 @@ def e315(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K106
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e316(env):
@@ -7709,12 +8124,13 @@ def e316(env):
             t8 = t7 > (0)
         else:
             t8 = _compare('>', t7, (0))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = []
             t11 = env.budget
             t13 = env.lookup('infinite')
             if t13 is None: t13 = Missing('infinite')
-            t12 = loop_items(t13)
+            t12 = t13
+            if t12.__class__ is not list: t12 = loop_items(t12)
             t14 = Env({}, None, t11, env)
             t15 = t14.values
             for t16 in t12:
@@ -7735,7 +8151,7 @@ def e316(env):
                 if t17.__class__ is t20.__class__ and (t17.__class__ is int or t17.__class__ is str):
                     t18 = t17 != t20
                 else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t14, t17, t20)
+                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t17, t20)
                     t18 = _compare('!=', t17, t20)
                 t10.append(t18)
                 t11.mem -= 1
@@ -7748,31 +8164,21 @@ def e316(env):
         t22 = env.lookup('chr_q')
         if t22 is None: t22 = Missing('chr_q')
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if ('ValueError: All data sources must have the same ').__class__ is int and t22.__class__ is int:
-            t23 = ('ValueError: All data sources must have the same ') + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', ('ValueError: All data sources must have the same '), t22, env)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t23.__class__ is int and ('infinite').__class__ is int:
-            t24 = t23 + ('infinite')
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
-        else:
-            t24 = _binop('+', t23, ('infinite'), env)
-        if t24 is None or t24.__class__ is Missing: _need(t24)
+        t23 = _binop('+', ('ValueError: All data sources must have the same '), t22, env)
+        t24 = _binop('+', t23, ('infinite'), env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
         if t24.__class__ is int and t22.__class__ is int:
             t25 = t24 + t22
             if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        elif t24.__class__ is list and t22.__class__ is list and len(t24) + len(t22) <= MAX_LIST:
+            t25 = t24 + t22
+            env.budget.left -= len(t25)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t25)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
             t25 = _binop('+', t24, t22, env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        if t25.__class__ is int and (' setting (').__class__ is int:
-            t26 = t25 + (' setting (')
-            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
-        else:
-            t26 = _binop('+', t25, (' setting ('), env)
-        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t26 = _binop('+', t25, (' setting ('), env)
         t27 = []
         t28 = env.budget
         if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
@@ -7782,7 +8188,8 @@ def e316(env):
         else:
             t30 = call_value(env, F_len.fn, F_len.cost, False, [t6])
         t31 = call_value(env, F_range.fn, F_range.cost, False, [t30])
-        t29 = loop_items(t31)
+        t29 = t31
+        if t29.__class__ is not list: t29 = loop_items(t29)
         t32 = Env({}, None, t28, env)
         t33 = t32.values
         for t34 in t29:
@@ -7798,347 +8205,320 @@ def e316(env):
             if t36 is None or t36.__class__ is Missing: _need(t36)
             t37 = index_value(t35, t36, 'names')
             if t37 is None or t37.__class__ is Missing: _need(t37)
-            if t37.__class__ is int and (': infinite=').__class__ is int:
-                t38 = t37 + (': infinite=')
-                if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
-            else:
-                t38 = _binop('+', t37, (': infinite='), t32)
-            if t38 is None or t38.__class__ is Missing: _need(t38)
+            t38 = _binop('+', t37, (': infinite='), env)
             t39 = t32.lookup('infinite')
             if t39 is None: t39 = Missing('infinite')
             if t39 is None or t39.__class__ is Missing: _need(t39)
-            t40 = t34
-            if t40 is None: t40 = Missing('i')
-            if t40 is None or t40.__class__ is Missing: _need(t40)
-            t41 = index_value(t39, t40, 'infinite')
-            if (t41 if t41.__class__ is bool else _truth(t41)):
-                t42 = ('True')
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            t40 = index_value(t39, t36, 'infinite')
+            if (t40 if t40.__class__ is bool else _truth(t40)):
+                t41 = ('True')
             else:
-                t42 = ('False')
-            if t42 is None or t42.__class__ is Missing: _need(t42)
-            if t38.__class__ is int and t42.__class__ is int:
-                t43 = t38 + t42
-                if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
+                t41 = ('False')
+            if t41 is None or t41.__class__ is Missing: _need(t41)
+            if t38.__class__ is int and t41.__class__ is int:
+                t42 = t38 + t41
+                if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+            elif t38.__class__ is list and t41.__class__ is list and len(t38) + len(t41) <= MAX_LIST:
+                t42 = t38 + t41
+                env.budget.left -= len(t42)
+                if env.budget.left < 0: _charge(env, 0)
+                env.budget.mem -= len(t42)
+                if env.budget.mem < 0: _charge_mem(env, 0)
             else:
-                t43 = _binop('+', t38, t42, t32)
-            t27.append(t43)
+                t42 = _binop('+', t38, t41, env)
+            t27.append(t42)
             t28.mem -= 1
             if t28.mem < 0: _charge_mem(env, 0)
             if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t44 = call_value(env, F_join.fn, F_join.cost, False, [t27, (', ')])
-        if t44 is None or t44.__class__ is Missing: _need(t44)
-        if t26.__class__ is int and t44.__class__ is int:
-            t45 = t26 + t44
-            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
+        t43 = call_value(env, F_join.fn, F_join.cost, False, [t27, (', ')])
+        if t43 is None or t43.__class__ is Missing: _need(t43)
+        if t26.__class__ is int and t43.__class__ is int:
+            t44 = t26 + t43
+            if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
+        elif t26.__class__ is list and t43.__class__ is list and len(t26) + len(t43) <= MAX_LIST:
+            t44 = t26 + t43
+            env.budget.left -= len(t44)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t44)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t45 = _binop('+', t26, t44, env)
-        if t45 is None or t45.__class__ is Missing: _need(t45)
-        if t45.__class__ is int and (')').__class__ is int:
-            t46 = t45 + (')')
-            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-        else:
-            t46 = _binop('+', t45, (')'), env)
-        t47 = env.lookup('cfg')
-        if t47 is None: t47 = Missing('cfg')
-        t48 = [t9, t46, ('give every source the same infinite= (the default is True)'), t47]
-        t49 = []
-        t50 = env.budget
-        t52 = env.lookup('weights')
-        if t52 is None: t52 = Missing('weights')
-        t51 = loop_items(t52)
-        t53 = Env({}, None, t50, env)
-        t54 = t53.values
-        for t55 in t51:
-            t50.left -= 12
-            if t50.left < 0: _charge(env, 0)
-            t54['w'] = t55
-            t53.let_cache = None
-            t56 = t55
-            if t56 is None: t56 = Missing('w')
-            t53.budget.left -= 1
-            if t53.budget.left < 0: _charge(t53, 0)
-            t57 = type_name(t56)
-            t53.budget.mem -= len(t57)
-            if t53.budget.mem < 0: _charge_mem(t53, 0)
-            t59 = K107
-            if t59.__class__ is list or t59.__class__ is dict or t59.__class__ is str: _charge_operands(t53, t57, t59)
-            t58 = _compare('in', t57, t59)
-            if (t58 if t58.__class__ is bool else _truth(t58)):
-                t61 = t55
-                if t61 is None: t61 = Missing('w')
-                if t61.__class__ is int:
-                    t62 = t61 < (0)
-                else:
-                    t62 = _compare('<', t61, (0))
-                t60 = (t62 if t62.__class__ is bool else _truth(t62))
+            t44 = _binop('+', t26, t43, env)
+        t45 = _binop('+', t44, (')'), env)
+        t46 = env.lookup('cfg')
+        if t46 is None: t46 = Missing('cfg')
+        t47 = [t9, t45, ('give every source the same infinite= (the default is True)'), t46]
+        t48 = []
+        t49 = env.budget
+        t51 = env.lookup('weights')
+        if t51 is None: t51 = Missing('weights')
+        t50 = t51
+        if t50.__class__ is not list: t50 = loop_items(t50)
+        for t54 in t50:
+            t49.left -= 12
+            if t49.left < 0: _charge(env, 0)
+            t55 = t54
+            if t55 is None: t55 = Missing('w')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t56 = type_name(t55)
+            env.budget.mem -= len(t56)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t58 = K107
+            if t56.__class__ is str or t56.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t57 = t56 in t58
             else:
-                t60 = False
-            t49.append(t60)
-            t50.mem -= 1
-            if t50.mem < 0: _charge_mem(env, 0)
-            if len(t49) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t63 = call_value(env, F_any.fn, F_any.cost, False, [t49])
-        t64 = []
-        t65 = env.budget
-        t66 = loop_items(t52)
-        t67 = Env({}, None, t65, env)
-        t68 = t67.values
-        for t69 in t66:
-            t65.left -= 4
-            if t65.left < 0: _charge(env, 0)
-            t68['w'] = t69
-            t67.let_cache = None
-            t70 = t69
-            if t70 is None: t70 = Missing('w')
-            t71 = call_value(t67, F_str.fn, F_str.cost, True, [t70])
-            t64.append(t71)
-            t65.mem -= 1
-            if t65.mem < 0: _charge_mem(env, 0)
-            if len(t64) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t72 = call_value(env, F_join.fn, F_join.cost, False, [t64, (', ')])
-        if t72 is None or t72.__class__ is Missing: _need(t72)
-        if ('ValueError: All weights must be non-negative (weights [').__class__ is int and t72.__class__ is int:
-            t73 = ('ValueError: All weights must be non-negative (weights [') + t72
-            if not -MAX_INT <= t73 <= MAX_INT: _check_value(t73)
-        else:
-            t73 = _binop('+', ('ValueError: All weights must be non-negative (weights ['), t72, env)
-        if t73 is None or t73.__class__ is Missing: _need(t73)
-        if t73.__class__ is int and ('])').__class__ is int:
-            t74 = t73 + ('])')
-            if not -MAX_INT <= t74 <= MAX_INT: _check_value(t74)
-        else:
-            t74 = _binop('+', t73, ('])'), env)
+                if t58.__class__ is list or t58.__class__ is dict or t58.__class__ is str: _charge_operands(env, t56, t58)
+                t57 = _compare('in', t56, t58)
+            if t57:
+                if t55.__class__ is int:
+                    t60 = t55 < (0)
+                else:
+                    t60 = _compare('<', t55, (0))
+                t59 = t60
+            else:
+                t59 = False
+            t48.append(t59)
+            t49.mem -= 1
+            if t49.mem < 0: _charge_mem(env, 0)
+            if len(t48) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t61 = call_value(env, F_any.fn, F_any.cost, False, [t48])
+        t62 = []
+        t63 = env.budget
+        t64 = t51
+        if t64.__class__ is not list: t64 = loop_items(t64)
+        for t67 in t64:
+            t63.left -= 4
+            if t63.left < 0: _charge(env, 0)
+            t68 = t67
+            if t68 is None: t68 = Missing('w')
+            t69 = call_value(env, F_str.fn, F_str.cost, True, [t68])
+            t62.append(t69)
+            t63.mem -= 1
+            if t63.mem < 0: _charge_mem(env, 0)
+            if len(t62) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t70 = call_value(env, F_join.fn, F_join.cost, False, [t62, (', ')])
+        if t70 is None or t70.__class__ is Missing: _need(t70)
+        t71 = _binop('+', ('ValueError: All weights must be non-negative (weights ['), t70, env)
+        t72 = _binop('+', t71, ('])'), env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if ('use weights >= 0; a weight is a source').__class__ is int and t22.__class__ is int:
-            t75 = ('use weights >= 0; a weight is a source') + t22
-            if not -MAX_INT <= t75 <= MAX_INT: _check_value(t75)
-        else:
-            t75 = _binop('+', ('use weights >= 0; a weight is a source'), t22, env)
-        if t75 is None or t75.__class__ is Missing: _need(t75)
-        if t75.__class__ is int and ('s share of the tokens').__class__ is int:
-            t76 = t75 + ('s share of the tokens')
-            if not -MAX_INT <= t76 <= MAX_INT: _check_value(t76)
-        else:
-            t76 = _binop('+', t75, ('s share of the tokens'), env)
-        t77 = env.lookup('build')
-        if t77 is None: t77 = Missing('build')
-        t78 = [t63, t74, t76, t77]
+        t73 = _binop('+', ('use weights >= 0; a weight is a source'), t22, env)
+        t74 = _binop('+', t73, ('s share of the tokens'), env)
+        t75 = env.lookup('build')
+        if t75 is None: t75 = Missing('build')
+        t76 = [t61, t72, t74, t75]
         if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
-            t79 = len(t6)
-            env.budget.left -= t79 if t79 > 1 else 1
+            t77 = len(t6)
+            env.budget.left -= t77 if t77 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t79 = call_value(env, F_len.fn, F_len.cost, False, [t6])
-        if t79.__class__ is int:
-            t80 = t79 > (0)
+            t77 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        if t77.__class__ is int:
+            t78 = t77 > (0)
         else:
-            t80 = _compare('>', t79, (0))
-        if (t80 if t80.__class__ is bool else _truth(t80)):
-            t82 = []
-            t83 = env.budget
-            t84 = loop_items(t52)
-            t85 = Env({}, None, t83, env)
-            t86 = t85.values
-            for t87 in t84:
-                t83.left -= 12
-                if t83.left < 0: _charge(env, 0)
-                t86['w'] = t87
-                t85.let_cache = None
-                t88 = t87
-                if t88 is None: t88 = Missing('w')
-                t85.budget.left -= 1
-                if t85.budget.left < 0: _charge(t85, 0)
-                t89 = type_name(t88)
-                t85.budget.mem -= len(t89)
-                if t85.budget.mem < 0: _charge_mem(t85, 0)
-                t91 = K108
-                if t91.__class__ is list or t91.__class__ is dict or t91.__class__ is str: _charge_operands(t85, t89, t91)
-                t90 = _compare('in', t89, t91)
-                if (t90 if t90.__class__ is bool else _truth(t90)):
-                    t93 = t87
-                    if t93 is None: t93 = Missing('w')
-                    if t93.__class__ is int:
-                        t94 = t93 >= (0)
-                    else:
-                        t94 = _compare('>=', t93, (0))
-                    t92 = (t94 if t94.__class__ is bool else _truth(t94))
+            t78 = _compare('>', t77, (0))
+        if t78:
+            t80 = []
+            t81 = env.budget
+            t82 = t51
+            if t82.__class__ is not list: t82 = loop_items(t82)
+            for t85 in t82:
+                t81.left -= 12
+                if t81.left < 0: _charge(env, 0)
+                t86 = t85
+                if t86 is None: t86 = Missing('w')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t87 = type_name(t86)
+                env.budget.mem -= len(t87)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                t89 = K108
+                if t87.__class__ is str or t87.__class__ is int:
+                    env.budget.left -= 2
+                    if env.budget.left < 0: _charge(env, 0)
+                    t88 = t87 in t89
                 else:
-                    t92 = False
-                t82.append(t92)
-                t83.mem -= 1
-                if t83.mem < 0: _charge_mem(env, 0)
-                if len(t82) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t95 = call_value(env, F_all.fn, F_all.cost, False, [t82])
-            t81 = (t95 if t95.__class__ is bool else _truth(t95))
+                    if t89.__class__ is list or t89.__class__ is dict or t89.__class__ is str: _charge_operands(env, t87, t89)
+                    t88 = _compare('in', t87, t89)
+                if t88:
+                    if t86.__class__ is int:
+                        t91 = t86 >= (0)
+                    else:
+                        t91 = _compare('>=', t86, (0))
+                    t90 = t91
+                else:
+                    t90 = False
+                t80.append(t90)
+                t81.mem -= 1
+                if t81.mem < 0: _charge_mem(env, 0)
+                if len(t80) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t92 = call_value(env, F_all.fn, F_all.cost, False, [t80])
+            t79 = (t92 if t92.__class__ is bool else _truth(t92))
         else:
-            t81 = False
-        if (t81 if t81.__class__ is bool else _truth(t81)):
-            t97 = call_value(env, F_sum.fn, F_sum.cost, False, [t52])
-            if t97.__class__ is int:
-                t98 = t97 == (0)
+            t79 = False
+        if t79:
+            t94 = call_value(env, F_sum.fn, F_sum.cost, False, [t51])
+            if t94.__class__ is int:
+                t95 = t94 == (0)
             else:
-                t98 = _compare('==', t97, (0))
-            t96 = (t98 if t98.__class__ is bool else _truth(t98))
+                t95 = _compare('==', t94, (0))
+            t93 = t95
         else:
-            t96 = False
-        t99 = []
-        t100 = env.budget
-        t101 = loop_items(t52)
-        t102 = Env({}, None, t100, env)
-        t103 = t102.values
-        for t104 in t101:
-            t100.left -= 4
-            if t100.left < 0: _charge(env, 0)
-            t103['w'] = t104
-            t102.let_cache = None
-            t105 = t104
-            if t105 is None: t105 = Missing('w')
-            t106 = call_value(t102, F_str.fn, F_str.cost, True, [t105])
-            t99.append(t106)
-            t100.mem -= 1
-            if t100.mem < 0: _charge_mem(env, 0)
-            if len(t99) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t107 = call_value(env, F_join.fn, F_join.cost, False, [t99, (', ')])
-        if t107 is None or t107.__class__ is Missing: _need(t107)
-        if ('ValueError: Sum of weights must be positive (weights [').__class__ is int and t107.__class__ is int:
-            t108 = ('ValueError: Sum of weights must be positive (weights [') + t107
-            if not -MAX_INT <= t108 <= MAX_INT: _check_value(t108)
+            t93 = False
+        t96 = []
+        t97 = env.budget
+        t98 = t51
+        if t98.__class__ is not list: t98 = loop_items(t98)
+        for t101 in t98:
+            t97.left -= 4
+            if t97.left < 0: _charge(env, 0)
+            t102 = t101
+            if t102 is None: t102 = Missing('w')
+            t103 = call_value(env, F_str.fn, F_str.cost, True, [t102])
+            t96.append(t103)
+            t97.mem -= 1
+            if t97.mem < 0: _charge_mem(env, 0)
+            if len(t96) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t104 = call_value(env, F_join.fn, F_join.cost, False, [t96, (', ')])
+        if t104 is None or t104.__class__ is Missing: _need(t104)
+        t105 = _binop('+', ('ValueError: Sum of weights must be positive (weights ['), t104, env)
+        t106 = _binop('+', t105, ('])'), env)
+        t107 = [t93, t106, ('give at least one source a weight > 0'), t75]
+        t108 = env.lookup('config')
+        if t108 is None: t108 = Missing('config')
+        if t108.__class__ is dict and 'dataloader' in t108:
+            t109 = t108['dataloader']
+            if t109 is None: t109 = Missing('config.dataloader')
         else:
-            t108 = _binop('+', ('ValueError: Sum of weights must be positive (weights ['), t107, env)
-        if t108 is None or t108.__class__ is Missing: _need(t108)
-        if t108.__class__ is int and ('])').__class__ is int:
-            t109 = t108 + ('])')
-            if not -MAX_INT <= t109 <= MAX_INT: _check_value(t109)
+            t109 = attr_value(t108, 'dataloader', 'config.dataloader')
+        if t109.__class__ is dict and 'stopping_strategy' in t109:
+            t110 = t109['stopping_strategy']
+            if t110 is None: t110 = Missing('config.dataloader.stopping_strategy')
         else:
-            t109 = _binop('+', t108, ('])'), env)
-        t110 = [t96, t109, ('give at least one source a weight > 0'), t77]
-        t111 = env.lookup('config')
-        if t111 is None: t111 = Missing('config')
-        if t111.__class__ is dict and 'dataloader' in t111:
-            t112 = t111['dataloader']
-            if t112 is None: t112 = Missing('config.dataloader')
-        else:
-            t112 = attr_value(t111, 'dataloader', 'config.dataloader')
-        if t112.__class__ is dict and 'stopping_strategy' in t112:
-            t113 = t112['stopping_strategy']
-            if t113 is None: t113 = Missing('config.dataloader.stopping_strategy')
-        else:
-            t113 = attr_value(t112, 'stopping_strategy', 'config.dataloader.stopping_strategy')
+            t110 = attr_value(t109, 'stopping_strategy', 'config.dataloader.stopping_strategy')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t114 = type_name(t113)
-        env.budget.mem -= len(t114)
+        t111 = type_name(t110)
+        env.budget.mem -= len(t111)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t114.__class__ is str:
-            t115 = t114 == ('string')
+        if t111.__class__ is str:
+            t112 = t111 == ('string')
         else:
-            t115 = _compare('==', t114, ('string'))
-        if (t115 if t115.__class__ is bool else _truth(t115)):
-            t118 = K109
-            if t118.__class__ is list or t118.__class__ is dict or t118.__class__ is str: _charge_operands(env, t113, t118)
-            t117 = _compare('not in', t113, t118)
-            t116 = (t117 if t117.__class__ is bool else _truth(t117))
+            t112 = _compare('==', t111, ('string'))
+        if t112:
+            t115 = K109
+            if t110.__class__ is str or t110.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t114 = t110 not in t115
+            else:
+                if t115.__class__ is list or t115.__class__ is dict or t115.__class__ is str: _charge_operands(env, t110, t115)
+                t114 = _compare('not in', t110, t115)
+            t113 = t114
         else:
-            t116 = False
+            t113 = False
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if ('ValueError: stopping_strategy must be ').__class__ is int and t22.__class__ is int:
-            t119 = ('ValueError: stopping_strategy must be ') + t22
-            if not -MAX_INT <= t119 <= MAX_INT: _check_value(t119)
+        t116 = _binop('+', ('ValueError: stopping_strategy must be '), t22, env)
+        t117 = _binop('+', t116, ('on_first_exhausted'), env)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t117.__class__ is int and t22.__class__ is int:
+            t118 = t117 + t22
+            if not -MAX_INT <= t118 <= MAX_INT: _check_value(t118)
+        elif t117.__class__ is list and t22.__class__ is list and len(t117) + len(t22) <= MAX_LIST:
+            t118 = t117 + t22
+            env.budget.left -= len(t118)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t118)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t119 = _binop('+', ('ValueError: stopping_strategy must be '), t22, env)
-        if t119 is None or t119.__class__ is Missing: _need(t119)
-        if t119.__class__ is int and ('on_first_exhausted').__class__ is int:
-            t120 = t119 + ('on_first_exhausted')
+            t118 = _binop('+', t117, t22, env)
+        t119 = _binop('+', t118, (' or '), env)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t119.__class__ is int and t22.__class__ is int:
+            t120 = t119 + t22
             if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
+        elif t119.__class__ is list and t22.__class__ is list and len(t119) + len(t22) <= MAX_LIST:
+            t120 = t119 + t22
+            env.budget.left -= len(t120)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t120)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t120 = _binop('+', t119, ('on_first_exhausted'), env)
-        if t120 is None or t120.__class__ is Missing: _need(t120)
+            t120 = _binop('+', t119, t22, env)
+        t121 = _binop('+', t120, ('all_exhausted'), env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t120.__class__ is int and t22.__class__ is int:
-            t121 = t120 + t22
-            if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
-        else:
-            t121 = _binop('+', t120, t22, env)
-        if t121 is None or t121.__class__ is Missing: _need(t121)
-        if t121.__class__ is int and (' or ').__class__ is int:
-            t122 = t121 + (' or ')
+        if t121.__class__ is int and t22.__class__ is int:
+            t122 = t121 + t22
             if not -MAX_INT <= t122 <= MAX_INT: _check_value(t122)
+        elif t121.__class__ is list and t22.__class__ is list and len(t121) + len(t22) <= MAX_LIST:
+            t122 = t121 + t22
+            env.budget.left -= len(t122)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t122)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t122 = _binop('+', t121, (' or '), env)
-        if t122 is None or t122.__class__ is Missing: _need(t122)
+            t122 = _binop('+', t121, t22, env)
+        t123 = _binop('+', t122, (', got '), env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t122.__class__ is int and t22.__class__ is int:
-            t123 = t122 + t22
-            if not -MAX_INT <= t123 <= MAX_INT: _check_value(t123)
-        else:
-            t123 = _binop('+', t122, t22, env)
-        if t123 is None or t123.__class__ is Missing: _need(t123)
-        if t123.__class__ is int and ('all_exhausted').__class__ is int:
-            t124 = t123 + ('all_exhausted')
+        if t123.__class__ is int and t22.__class__ is int:
+            t124 = t123 + t22
             if not -MAX_INT <= t124 <= MAX_INT: _check_value(t124)
+        elif t123.__class__ is list and t22.__class__ is list and len(t123) + len(t22) <= MAX_LIST:
+            t124 = t123 + t22
+            env.budget.left -= len(t124)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t124)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t124 = _binop('+', t123, ('all_exhausted'), env)
-        if t124 is None or t124.__class__ is Missing: _need(t124)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t124.__class__ is int and t22.__class__ is int:
-            t125 = t124 + t22
-            if not -MAX_INT <= t125 <= MAX_INT: _check_value(t125)
-        else:
-            t125 = _binop('+', t124, t22, env)
+            t124 = _binop('+', t123, t22, env)
+        t125 = call_value(env, F_str.fn, F_str.cost, True, [t110])
         if t125 is None or t125.__class__ is Missing: _need(t125)
-        if t125.__class__ is int and (', got ').__class__ is int:
-            t126 = t125 + (', got ')
+        if t124.__class__ is int and t125.__class__ is int:
+            t126 = t124 + t125
             if not -MAX_INT <= t126 <= MAX_INT: _check_value(t126)
+        elif t124.__class__ is list and t125.__class__ is list and len(t124) + len(t125) <= MAX_LIST:
+            t126 = t124 + t125
+            env.budget.left -= len(t126)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t126)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t126 = _binop('+', t125, (', got '), env)
-        if t126 is None or t126.__class__ is Missing: _need(t126)
+            t126 = _binop('+', t124, t125, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
         if t126.__class__ is int and t22.__class__ is int:
             t127 = t126 + t22
             if not -MAX_INT <= t127 <= MAX_INT: _check_value(t127)
+        elif t126.__class__ is list and t22.__class__ is list and len(t126) + len(t22) <= MAX_LIST:
+            t127 = t126 + t22
+            env.budget.left -= len(t127)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t127)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
             t127 = _binop('+', t126, t22, env)
-        if t127 is None or t127.__class__ is Missing: _need(t127)
-        t128 = call_value(env, F_str.fn, F_str.cost, True, [t113])
-        if t128 is None or t128.__class__ is Missing: _need(t128)
-        if t127.__class__ is int and t128.__class__ is int:
-            t129 = t127 + t128
-            if not -MAX_INT <= t129 <= MAX_INT: _check_value(t129)
-        else:
-            t129 = _binop('+', t127, t128, env)
-        if t129 is None or t129.__class__ is Missing: _need(t129)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t129.__class__ is int and t22.__class__ is int:
-            t130 = t129 + t22
-            if not -MAX_INT <= t130 <= MAX_INT: _check_value(t130)
-        else:
-            t130 = _binop('+', t129, t22, env)
-        t131 = [t116, t130, ('use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"'), t77]
-        t132 = [t48, t78, t110, t131]
-        t5 = t132
+        t128 = [t113, t127, ('use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"'), t75]
+        t129 = [t47, t76, t107, t128]
+        t5 = t129
     else:
-        t133 = K110
-        t5 = t133
-    t3 = loop_items(t5)
-    t134 = Env({}, None, t2, env)
-    t135 = t134.values
-    for t136 in t3:
+        t130 = K110
+        t5 = t130
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
+    for t133 in t3:
         t2.left -= 164
         if t2.left < 0: _charge(env, 0)
-        t135['x'] = t136
-        t134.let_cache = None
-        t137 = t136
-        if t137 is None: t137 = Missing('x')
-        if t137 is None or t137.__class__ is Missing: _need(t137)
-        if t137.__class__ is list and len(t137) > 0:
-            t138 = t137[0]
-            if t138 is None: t138 = Missing('x[0]')
+        t134 = t133
+        if t134 is None: t134 = Missing('x')
+        if t134 is None or t134.__class__ is Missing: _need(t134)
+        if t134.__class__ is list and len(t134) > 0:
+            t135 = t134[0]
+            if t135 is None: t135 = Missing('x[0]')
         else:
-            t138 = index_value(t137, (0), 'x')
-        if (t138 if t138.__class__ is bool else _truth(t138)):
-            t139 = t136
-            if t139 is None: t139 = Missing('x')
-            t1.append(t139)
+            t135 = index_value(t134, (0), 'x')
+        if (t135 if t135.__class__ is bool else _truth(t135)):
+            t1.append(t134)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -8164,14 +8544,11 @@ def e318(env):
     t2 = env.budget
     t4 = env.lookup('sources')
     if t4 is None: t4 = Missing('sources')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 6
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8.__class__ is dict and 'weight' in t8:
@@ -8179,7 +8556,7 @@ def e318(env):
             if t9 is None: t9 = Missing('s.weight')
         else:
             t9 = attr_value(t8, 'weight', 's.weight')
-        t10 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, (1)])
+        t10 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t9, (1)])
         t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -8191,14 +8568,11 @@ def e319(env):
     t2 = env.budget
     t4 = env.lookup('sources')
     if t4 is None: t4 = Missing('sources')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 6
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8.__class__ is dict and 'infinite' in t8:
@@ -8206,7 +8580,7 @@ def e319(env):
             if t9 is None: t9 = Missing('s.infinite')
         else:
             t9 = attr_value(t8, 'infinite', 's.infinite')
-        t10 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, (True)])
+        t10 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t9, (True)])
         t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -8218,14 +8592,11 @@ def e320(env):
     t2 = env.budget
     t4 = env.lookup('sources')
     if t4 is None: t4 = Missing('sources')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 9
         if t2.left < 0: _charge(env, 0)
-        t6['s'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8.__class__ is dict and 'dataset' in t8:
@@ -8233,16 +8604,14 @@ def e320(env):
             if t9 is None: t9 = Missing('s.dataset')
         else:
             t9 = attr_value(t8, 'dataset', 's.dataset')
-        t10 = t7
-        if t10 is None: t10 = Missing('s')
-        if t10.__class__ is dict and 'dataset_path' in t10:
-            t11 = t10['dataset_path']
-            if t11 is None: t11 = Missing('s.dataset_path')
+        if t8.__class__ is dict and 'dataset_path' in t8:
+            t10 = t8['dataset_path']
+            if t10 is None: t10 = Missing('s.dataset_path')
         else:
-            t11 = attr_value(t10, 'dataset_path', 's.dataset_path')
-        t12 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t11, ('')])
-        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
-        t1.append(t13)
+            t10 = attr_value(t8, 'dataset_path', 's.dataset_path')
+        t11 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t9, t10, ('')])
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+        t1.append(t12)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -8252,17 +8621,8 @@ def e321(env):
     t1 = env.lookup('chr_q')
     if t1 is None: t1 = Missing('chr_q')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if ('when it builds the config (the Config').__class__ is int and t1.__class__ is int:
-        t2 = ('when it builds the config (the Config') + t1
-        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
-    else:
-        t2 = _binop('+', ('when it builds the config (the Config'), t1, env)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t2.__class__ is int and ('s __post_init__)').__class__ is int:
-        t3 = t2 + ('s __post_init__)')
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-    else:
-        t3 = _binop('+', t2, ('s __post_init__)'), env)
+    t2 = _binop('+', ('when it builds the config (the Config'), t1, env)
+    t3 = _binop('+', t2, ('s __post_init__)'), env)
     return t3
 
 def e322(env):
@@ -8280,7 +8640,7 @@ def e323(env):
         t3 = t2 == ('torchtitan@0.3.0')
     else:
         t3 = _compare('==', t2, ('torchtitan@0.3.0'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('config')
         if t5 is None: t5 = Missing('config')
         if t5.__class__ is dict and 'dataloader' in t5:
@@ -8294,12 +8654,17 @@ def e323(env):
         else:
             t7 = attr_value(t6, 'class', 'config.dataloader.class')
         t9 = K111
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-        t8 = _compare('in', t7, t9)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+        if t7.__class__ is str or t7.__class__ is int:
+            env.budget.left -= 2
+            if env.budget.left < 0: _charge(env, 0)
+            t8 = t7 in t9
+        else:
+            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
+            t8 = _compare('in', t7, t9)
+        t4 = t8
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t11 = env.lookup('sources')
         if t11 is None: t11 = Missing('sources')
         env.budget.left -= 1
@@ -8311,39 +8676,34 @@ def e323(env):
             t13 = t12 == ('list')
         else:
             t13 = _compare('==', t12, ('list'))
-        t10 = (t13 if t13.__class__ is bool else _truth(t13))
+        t10 = t13
     else:
         t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
+    if t10:
         t15 = []
         t16 = env.budget
-        t18 = env.lookup('sources')
-        if t18 is None: t18 = Missing('sources')
-        t17 = loop_items(t18)
-        t19 = Env({}, None, t16, env)
-        t20 = t19.values
-        for t21 in t17:
+        t17 = t11
+        if t17.__class__ is not list: t17 = loop_items(t17)
+        for t20 in t17:
             t16.left -= 6
             if t16.left < 0: _charge(env, 0)
-            t20['s'] = t21
-            t19.let_cache = None
-            t22 = t21
-            if t22 is None: t22 = Missing('s')
-            t19.budget.left -= 1
-            if t19.budget.left < 0: _charge(t19, 0)
-            t23 = type_name(t22)
-            t19.budget.mem -= len(t23)
-            if t19.budget.mem < 0: _charge_mem(t19, 0)
-            if t23.__class__ is str:
-                t24 = t23 == ('table')
+            t21 = t20
+            if t21 is None: t21 = Missing('s')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t22 = type_name(t21)
+            env.budget.mem -= len(t22)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t22.__class__ is str:
+                t23 = t22 == ('table')
             else:
-                t24 = _compare('==', t23, ('table'))
-            t15.append(t24)
+                t23 = _compare('==', t22, ('table'))
+            t15.append(t23)
             t16.mem -= 1
             if t16.mem < 0: _charge_mem(env, 0)
             if len(t15) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t25 = call_value(env, F_all.fn, F_all.cost, False, [t15])
-        t14 = (t25 if t25.__class__ is bool else _truth(t25))
+        t24 = call_value(env, F_all.fn, F_all.cost, False, [t15])
+        t14 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
         t14 = False
     return t14
@@ -8385,9 +8745,14 @@ def e327(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K112
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 3
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'checkpoint' in t6:
@@ -8404,7 +8769,7 @@ def e327(env):
             t9 = t8 == (True)
         else:
             t9 = _compare('==', t8, (True))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t7.__class__ is dict and 'exclude_from_loading' in t7:
                 t11 = t7['exclude_from_loading']
                 if t11 is None: t11 = Missing('config.checkpoint.exclude_from_loading')
@@ -8419,17 +8784,17 @@ def e327(env):
                 t13 = t12 == ('list')
             else:
                 t13 = _compare('==', t12, ('list'))
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t15 = env.lookup('framework_version')
             if t15 is None: t15 = Missing('framework_version')
             if t15.__class__ is str:
                 t16 = t15 == ('0.2.x')
             else:
                 t16 = _compare('==', t15, ('0.2.x'))
-            if not (t16 if t16.__class__ is bool else _truth(t16)):
+            if not t16:
                 if t7.__class__ is dict and 'class' in t7:
                     t18 = t7['class']
                     if t18 is None: t18 = Missing('config.checkpoint.class')
@@ -8439,13 +8804,13 @@ def e327(env):
                     t19 = t18 == ('CheckpointManager.Config')
                 else:
                     t19 = _compare('==', t18, ('CheckpointManager.Config'))
-                t17 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = t19
             else:
                 t17 = True
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+            t14 = t17
         else:
             t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+        t5 = t14
     else:
         t5 = False
     return t5
@@ -8469,7 +8834,8 @@ def e329(env):
         if t6 is None: t6 = Missing('config.checkpoint.exclude_from_loading')
     else:
         t6 = attr_value(t5, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t7 = Env({}, None, t2, env)
     t8 = t7.values
     for t9 in t3:
@@ -8481,12 +8847,10 @@ def e329(env):
         if t10 is None: t10 = Missing('k')
         t12 = t7.lookup('states')
         if t12 is None: t12 = Missing('states')
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
         t11 = _compare('not in', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t13 = t9
-            if t13 is None: t13 = Missing('k')
-            t1.append(t13)
+        if t11:
+            t1.append(t10)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -8507,17 +8871,14 @@ def e330(env):
         if t6 is None: t6 = Missing('config.checkpoint.exclude_from_loading')
     else:
         t6 = attr_value(t5, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    t3 = loop_items(t6)
-    t7 = Env({}, None, t2, env)
-    t8 = t7.values
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t9 in t3:
         t2.left -= 6
         if t2.left < 0: _charge(env, 0)
-        t8['k'] = t9
-        t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('k')
-        t11 = call_value(t7, F_str.fn, F_str.cost, True, [t10])
+        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
         t1.append(t11)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -8544,7 +8905,7 @@ def e333(env):
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if _truth(t3):
+    if t3:
         t4 = ('is not a state')
     else:
         t4 = ('are not states')
@@ -8572,8 +8933,13 @@ def e336(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K114
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e337(env):
@@ -8596,7 +8962,7 @@ def e337(env):
             t9 = attr_value(t8, 'folder', 'config.checkpoint.folder')
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('://'), t9)
         t6 = _compare('in', ('://'), t9)
-        if not (t6 if t6.__class__ is bool else _truth(t6)):
+        if not t6:
             if t7.__class__ is dict and 'dump_folder' in t7:
                 t12 = t7['dump_folder']
                 if t12 is None: t12 = Missing('config.dump_folder')
@@ -8604,10 +8970,10 @@ def e337(env):
                 t12 = attr_value(t7, 'dump_folder', 'config.dump_folder')
             if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, ('://'), t12)
             t11 = _compare('not in', ('://'), t12)
-            t10 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = t11
         else:
             t10 = True
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t13 = ('checkpoint.folder')
         else:
             t13 = ('checkpoint.folder (under dump_folder)')
@@ -8615,7 +8981,7 @@ def e337(env):
         if t14 is None: t14 = Missing('folder')
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('://'), t9)
         t15 = _compare('in', ('://'), t9)
-        if not (t15 if t15.__class__ is bool else _truth(t15)):
+        if not t15:
             if t7.__class__ is dict and 'dump_folder' in t7:
                 t18 = t7['dump_folder']
                 if t18 is None: t18 = Missing('config.dump_folder')
@@ -8623,10 +8989,10 @@ def e337(env):
                 t18 = attr_value(t7, 'dump_folder', 'config.dump_folder')
             if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, ('://'), t18)
             t17 = _compare('not in', ('://'), t18)
-            t16 = (t17 if t17.__class__ is bool else _truth(t17))
+            t16 = t17
         else:
             t16 = True
-        if (t16 if t16.__class__ is bool else _truth(t16)):
+        if t16:
             t19 = ('checkpoint.folder')
         else:
             t19 = ('dump_folder')
@@ -8638,14 +9004,11 @@ def e337(env):
             t21 = attr_value(t8, 'initial_load_path', 'config.checkpoint.initial_load_path')
         t22 = [('checkpoint.initial_load_path'), t21, ('checkpoint.initial_load_path')]
         t23 = [t20, t22]
-        t5 = loop_items(t23)
-        t24 = Env({}, None, t4, env)
-        t25 = t24.values
+        t5 = t23
+        if t5.__class__ is not list: t5 = loop_items(t5)
         for t26 in t5:
             t4.left -= 55
             if t4.left < 0: _charge(env, 0)
-            t25['x'] = t26
-            t24.let_cache = None
             t27 = t26
             if t27 is None: t27 = Missing('x')
             if t27 is None or t27.__class__ is Missing: _need(t27)
@@ -8654,56 +9017,50 @@ def e337(env):
                 if t28 is None: t28 = Missing('x[1]')
             else:
                 t28 = index_value(t27, (1), 'x')
-            t24.budget.left -= 1
-            if t24.budget.left < 0: _charge(t24, 0)
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
             t29 = type_name(t28)
-            t24.budget.mem -= len(t29)
-            if t24.budget.mem < 0: _charge_mem(t24, 0)
+            env.budget.mem -= len(t29)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             if t29.__class__ is str:
                 t30 = t29 == ('string')
             else:
                 t30 = _compare('==', t29, ('string'))
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                t32 = t26
-                if t32 is None: t32 = Missing('x')
-                if t32 is None or t32.__class__ is Missing: _need(t32)
-                if t32.__class__ is list and len(t32) > 1:
-                    t33 = t32[1]
-                    if t33 is None: t33 = Missing('x[1]')
+            if t30:
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                if t27.__class__ is list and len(t27) > 1:
+                    t32 = t27[1]
+                    if t32 is None: t32 = Missing('x[1]')
                 else:
-                    t33 = index_value(t32, (1), 'x')
-                if t33.__class__ is str:
-                    t34 = t33 != ('')
+                    t32 = index_value(t27, (1), 'x')
+                if t32.__class__ is str:
+                    t33 = t32 != ('')
                 else:
-                    t34 = _compare('!=', t33, (''))
-                t31 = (t34 if t34.__class__ is bool else _truth(t34))
+                    t33 = _compare('!=', t32, (''))
+                t31 = t33
             else:
                 t31 = False
-            if (t31 if t31.__class__ is bool else _truth(t31)):
-                t37 = t26
-                if t37 is None: t37 = Missing('x')
-                if t37 is None or t37.__class__ is Missing: _need(t37)
-                if t37.__class__ is list and len(t37) > 1:
-                    t38 = t37[1]
-                    if t38 is None: t38 = Missing('x[1]')
+            if t31:
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                if t27.__class__ is list and len(t27) > 1:
+                    t36 = t27[1]
+                    if t36 is None: t36 = Missing('x[1]')
                 else:
-                    t38 = index_value(t37, (1), 'x')
-                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(t24, ('://'), t38)
-                t36 = _compare('in', ('://'), t38)
-                t35 = (t36 if t36.__class__ is bool else _truth(t36))
+                    t36 = index_value(t27, (1), 'x')
+                if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(env, ('://'), t36)
+                t35 = _compare('in', ('://'), t36)
+                t34 = t35
             else:
-                t35 = False
-            if (t35 if t35.__class__ is bool else _truth(t35)):
-                t39 = t26
-                if t39 is None: t39 = Missing('x')
-                t3.append(t39)
+                t34 = False
+            if t34:
+                t3.append(t27)
                 t4.mem -= 1
                 if t4.mem < 0: _charge_mem(env, 0)
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t40 = K115
-        t2 = t40
+        t37 = K115
+        t2 = t37
     return t2
 
 def e338(env):
@@ -8721,12 +9078,12 @@ def e338(env):
         t4 = attr_value(t3, 'folder', 'config.checkpoint.folder')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('://'), t4)
     t1 = _compare('in', ('://'), t4)
-    if not (t1 if t1.__class__ is bool else _truth(t1)):
+    if not t1:
         t6 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t4, ('/')])
         t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t5 = True
-    if not (t5 if t5.__class__ is bool else _truth(t5)):
+    if not t5:
         if t2.__class__ is dict and 'dump_folder' in t2:
             t9 = t2['dump_folder']
             if t9 is None: t9 = Missing('config.dump_folder')
@@ -8734,10 +9091,10 @@ def e338(env):
             t9 = attr_value(t2, 'dump_folder', 'config.dump_folder')
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('://'), t9)
         t8 = _compare('not in', ('://'), t9)
-        t7 = (t8 if t8.__class__ is bool else _truth(t8))
+        t7 = t8
     else:
         t7 = True
-    if (t7 if t7.__class__ is bool else _truth(t7)):
+    if t7:
         t10 = t4
     else:
         if t2.__class__ is dict and 'dump_folder' in t2:
@@ -8746,16 +9103,17 @@ def e338(env):
         else:
             t11 = attr_value(t2, 'dump_folder', 'config.dump_folder')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is int and ('/').__class__ is int:
-            t12 = t11 + ('/')
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t11, ('/'), env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t12 = _binop('+', t11, ('/'), env)
         if t4 is None or t4.__class__ is Missing: _need(t4)
         if t12.__class__ is int and t4.__class__ is int:
             t13 = t12 + t4
             if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        elif t12.__class__ is list and t4.__class__ is list and len(t12) + len(t4) <= MAX_LIST:
+            t13 = t12 + t4
+            env.budget.left -= len(t13)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
             t13 = _binop('+', t12, t4, env)
         t10 = t13
@@ -8773,7 +9131,7 @@ def e339(env):
         t3 = t2 == ('torchtitan@main@b5bcd76c6')
     else:
         t3 = _compare('==', t2, ('torchtitan@main@b5bcd76c6'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t5 = env.lookup('config')
         if t5 is None: t5 = Missing('config')
         if t5.__class__ is dict and 'checkpoint' in t5:
@@ -8790,42 +9148,46 @@ def e339(env):
             t8 = t7 == ('TorchCheckpointingManager.Config')
         else:
             t8 = _compare('==', t7, ('TorchCheckpointingManager.Config'))
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+        t4 = t8
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'checkpoint' in t10:
-            t11 = t10['checkpoint']
-            if t11 is None: t11 = Missing('config.checkpoint')
+    if t4:
+        if t6.__class__ is dict and 'enable' in t6:
+            t10 = t6['enable']
+            if t10 is None: t10 = Missing('config.checkpoint.enable')
         else:
-            t11 = attr_value(t10, 'checkpoint', 'config.checkpoint')
-        if t11.__class__ is dict and 'enable' in t11:
-            t12 = t11['enable']
-            if t12 is None: t12 = Missing('config.checkpoint.enable')
+            t10 = attr_value(t6, 'enable', 'config.checkpoint.enable')
+        if t10.__class__ is (True).__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == (True)
         else:
-            t12 = attr_value(t11, 'enable', 'config.checkpoint.enable')
-        if t12.__class__ is (True).__class__ and (t12.__class__ is int or t12.__class__ is str):
-            t13 = t12 == (True)
-        else:
-            t13 = _compare('==', t12, (True))
-        t9 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = _compare('==', t10, (True))
+        t9 = t11
     else:
         t9 = False
-    if (t9 if t9.__class__ is bool else _truth(t9)):
-        t15 = env.lookup('config')
-        if t15 is None: t15 = Missing('config')
-        if t15.__class__ is dict and 'checkpoint' in t15:
-            t16 = t15['checkpoint']
-            if t16 is None: t16 = Missing('config.checkpoint')
+    if t9:
+        if t6.__class__ is dict and 'folder' in t6:
+            t13 = t6['folder']
+            if t13 is None: t13 = Missing('config.checkpoint.folder')
         else:
-            t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
-        if t16.__class__ is dict and 'folder' in t16:
-            t17 = t16['folder']
-            if t17 is None: t17 = Missing('config.checkpoint.folder')
+            t13 = attr_value(t6, 'folder', 'config.checkpoint.folder')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t14 = type_name(t13)
+        env.budget.mem -= len(t14)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        if t14.__class__ is str:
+            t15 = t14 == ('string')
         else:
-            t17 = attr_value(t16, 'folder', 'config.checkpoint.folder')
+            t15 = _compare('==', t14, ('string'))
+        t12 = t15
+    else:
+        t12 = False
+    if t12:
+        if t5.__class__ is dict and 'dump_folder' in t5:
+            t17 = t5['dump_folder']
+            if t17 is None: t17 = Missing('config.dump_folder')
+        else:
+            t17 = attr_value(t5, 'dump_folder', 'config.dump_folder')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
         t18 = type_name(t17)
@@ -8835,30 +9197,10 @@ def e339(env):
             t19 = t18 == ('string')
         else:
             t19 = _compare('==', t18, ('string'))
-        t14 = (t19 if t19.__class__ is bool else _truth(t19))
+        t16 = t19
     else:
-        t14 = False
-    if (t14 if t14.__class__ is bool else _truth(t14)):
-        t21 = env.lookup('config')
-        if t21 is None: t21 = Missing('config')
-        if t21.__class__ is dict and 'dump_folder' in t21:
-            t22 = t21['dump_folder']
-            if t22 is None: t22 = Missing('config.dump_folder')
-        else:
-            t22 = attr_value(t21, 'dump_folder', 'config.dump_folder')
-        env.budget.left -= 1
-        if env.budget.left < 0: _charge(env, 0)
-        t23 = type_name(t22)
-        env.budget.mem -= len(t23)
-        if env.budget.mem < 0: _charge_mem(env, 0)
-        if t23.__class__ is str:
-            t24 = t23 == ('string')
-        else:
-            t24 = _compare('==', t23, ('string'))
-        t20 = (t24 if t24.__class__ is bool else _truth(t24))
-    else:
-        t20 = False
-    return t20
+        t16 = False
+    return t16
 
 def e340(env):
     t1 = env.lookup('item')
@@ -8869,7 +9211,7 @@ def e340(env):
         t3 = t2 == ('checkpoint.initial_load_path')
     else:
         t3 = _compare('==', t2, ('checkpoint.initial_load_path'))
-    if _truth(t3):
+    if t3:
         t4 = ('checkpoint.initial_load_path')
     else:
         t4 = ('checkpoint.folder')
@@ -8884,8 +9226,13 @@ def e341(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K116
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e342(env):
@@ -8900,27 +9247,44 @@ def e342(env):
     if t4.__class__ is int and t5.__class__ is int:
         t6 = t4 + t5
         if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    elif t4.__class__ is list and t5.__class__ is list and len(t4) + len(t5) <= MAX_LIST:
+        t6 = t4 + t5
+        env.budget.left -= len(t6)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t6)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t6 = _binop('+', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = env.lookup('val')
     if t7 is None: t7 = Missing('val')
     if t7 is None or t7.__class__ is Missing: _need(t7)
     if t6.__class__ is int and t7.__class__ is int:
         t8 = t6 + t7
         if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+    elif t6.__class__ is list and t7.__class__ is list and len(t6) + len(t7) <= MAX_LIST:
+        t8 = t6 + t7
+        env.budget.left -= len(t8)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t8 = _binop('+', t6, t7, env)
-    if t8 is None or t8.__class__ is Missing: _need(t8)
     t9 = env.lookup('v02')
     if t9 is None: t9 = Missing('v02')
     if t9 is None or t9.__class__ is Missing: _need(t9)
     if t8.__class__ is int and t9.__class__ is int:
         t10 = t8 + t9
         if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+    elif t8.__class__ is list and t9.__class__ is list and len(t8) + len(t9) <= MAX_LIST:
+        t10 = t8 + t9
+        env.budget.left -= len(t10)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t10)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t10 = _binop('+', t8, t9, env)
-    t3 = loop_items(t10)
+    t3 = t10
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t11 = Env({}, None, t2, env)
     t12 = t11.values
     for t13 in t3:
@@ -8952,124 +9316,102 @@ def e342(env):
         else:
             t19 = attr_value(t18, 'lowercased', 'lowercased')
         if (t19 if t19.__class__ is bool else _truth(t19)):
-            t21 = t13
-            if t21 is None: t21 = Missing('x')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            if t21.__class__ is list and len(t21) > 1:
-                t22 = t21[1]
-                if t22 is None: t22 = Missing('x[1]')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 1:
+                t21 = t16[1]
+                if t21 is None: t21 = Missing('x[1]')
             else:
-                t22 = index_value(t21, (1), 'x')
-            t23 = call_value(t11, F_lower.fn, F_lower.cost, False, [t22])
+                t21 = index_value(t16, (1), 'x')
+            t22 = call_value(env, F_lower.fn, F_lower.cost, False, [t21])
+            t20 = t22
+        else:
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 1:
+                t23 = t16[1]
+                if t23 is None: t23 = Missing('x[1]')
+            else:
+                t23 = index_value(t16, (1), 'x')
             t20 = t23
-        else:
-            t24 = t13
-            if t24 is None: t24 = Missing('x')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t24.__class__ is list and len(t24) > 1:
-                t25 = t24[1]
-                if t25 is None: t25 = Missing('x[1]')
-            else:
-                t25 = index_value(t24, (1), 'x')
-            t20 = t25
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t27 = t13
-        if t27 is None: t27 = Missing('x')
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t27.__class__ is list and len(t27) > 2:
-            t28 = t27[2]
-            if t28 is None: t28 = Missing('x[2]')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        if t16.__class__ is list and len(t16) > 2:
+            t25 = t16[2]
+            if t25 is None: t25 = Missing('x[2]')
         else:
-            t28 = index_value(t27, (2), 'x')
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = index_value(t15, t28, 'datasets.registries')
-        if t29.__class__ is dict and 'names' in t29:
-            t30 = t29['names']
-            if t30 is None: t30 = Missing('names')
+            t25 = index_value(t16, (2), 'x')
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = index_value(t15, t25, 'datasets.registries')
+        if t26.__class__ is dict and 'names' in t26:
+            t27 = t26['names']
+            if t27 is None: t27 = Missing('names')
         else:
-            t30 = attr_value(t29, 'names', 'names')
-        if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t11, t20, t30)
-        t26 = _compare('not in', t20, t30)
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t31 = t13
-            if t31 is None: t31 = Missing('x')
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            if t31.__class__ is list and len(t31) > 0:
-                t32 = t31[0]
-                if t32 is None: t32 = Missing('x[0]')
+            t27 = attr_value(t26, 'names', 'names')
+        if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t20, t27)
+        t24 = _compare('not in', t20, t27)
+        if t24:
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 0:
+                t28 = t16[0]
+                if t28 is None: t28 = Missing('x[0]')
             else:
-                t32 = index_value(t31, (0), 'x')
-            t33 = t13
-            if t33 is None: t33 = Missing('x')
-            if t33 is None or t33.__class__ is Missing: _need(t33)
-            if t33.__class__ is list and len(t33) > 1:
-                t34 = t33[1]
-                if t34 is None: t34 = Missing('x[1]')
+                t28 = index_value(t16, (0), 'x')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 1:
+                t29 = t16[1]
+                if t29 is None: t29 = Missing('x[1]')
             else:
-                t34 = index_value(t33, (1), 'x')
-            t35 = t13
-            if t35 is None: t35 = Missing('x')
-            if t35 is None or t35.__class__ is Missing: _need(t35)
-            if t35.__class__ is list and len(t35) > 2:
-                t36 = t35[2]
-                if t36 is None: t36 = Missing('x[2]')
+                t29 = index_value(t16, (1), 'x')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 2:
+                t30 = t16[2]
+                if t30 is None: t30 = Missing('x[2]')
             else:
-                t36 = index_value(t35, (2), 'x')
-            t37 = t13
-            if t37 is None: t37 = Missing('x')
-            if t37 is None or t37.__class__ is Missing: _need(t37)
-            if t37.__class__ is list and len(t37) > 3:
-                t38 = t37[3]
-                if t38 is None: t38 = Missing('x[3]')
+                t30 = index_value(t16, (2), 'x')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 3:
+                t31 = t16[3]
+                if t31 is None: t31 = Missing('x[3]')
             else:
-                t38 = index_value(t37, (3), 'x')
-            t39 = t13
-            if t39 is None: t39 = Missing('x')
-            if t39 is None or t39.__class__ is Missing: _need(t39)
-            if t39.__class__ is list and len(t39) > 4:
-                t40 = t39[4]
-                if t40 is None: t40 = Missing('x[4]')
+                t31 = index_value(t16, (3), 'x')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 4:
+                t32 = t16[4]
+                if t32 is None: t32 = Missing('x[4]')
             else:
-                t40 = index_value(t39, (4), 'x')
+                t32 = index_value(t16, (4), 'x')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t41 = t13
-            if t41 is None: t41 = Missing('x')
-            if t41 is None or t41.__class__ is Missing: _need(t41)
-            if t41.__class__ is list and len(t41) > 2:
-                t42 = t41[2]
-                if t42 is None: t42 = Missing('x[2]')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is list and len(t16) > 2:
+                t33 = t16[2]
+                if t33 is None: t33 = Missing('x[2]')
             else:
-                t42 = index_value(t41, (2), 'x')
-            if t42 is None or t42.__class__ is Missing: _need(t42)
-            t43 = index_value(t15, t42, 'datasets.registries')
-            if t43.__class__ is dict and 'lowercased' in t43:
-                t44 = t43['lowercased']
-                if t44 is None: t44 = Missing('lowercased')
+                t33 = index_value(t16, (2), 'x')
+            if t33 is None or t33.__class__ is Missing: _need(t33)
+            t34 = index_value(t15, t33, 'datasets.registries')
+            if t34.__class__ is dict and 'lowercased' in t34:
+                t35 = t34['lowercased']
+                if t35 is None: t35 = Missing('lowercased')
             else:
-                t44 = attr_value(t43, 'lowercased', 'lowercased')
-            if (t44 if t44.__class__ is bool else _truth(t44)):
-                t46 = t13
-                if t46 is None: t46 = Missing('x')
-                if t46 is None or t46.__class__ is Missing: _need(t46)
-                if t46.__class__ is list and len(t46) > 1:
-                    t47 = t46[1]
-                    if t47 is None: t47 = Missing('x[1]')
+                t35 = attr_value(t34, 'lowercased', 'lowercased')
+            if (t35 if t35.__class__ is bool else _truth(t35)):
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                if t16.__class__ is list and len(t16) > 1:
+                    t37 = t16[1]
+                    if t37 is None: t37 = Missing('x[1]')
                 else:
-                    t47 = index_value(t46, (1), 'x')
-                t48 = call_value(t11, F_lower.fn, F_lower.cost, False, [t47])
-                t45 = t48
+                    t37 = index_value(t16, (1), 'x')
+                t38 = call_value(env, F_lower.fn, F_lower.cost, False, [t37])
+                t36 = t38
             else:
-                t49 = t13
-                if t49 is None: t49 = Missing('x')
-                if t49 is None or t49.__class__ is Missing: _need(t49)
-                if t49.__class__ is list and len(t49) > 1:
-                    t50 = t49[1]
-                    if t50 is None: t50 = Missing('x[1]')
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                if t16.__class__ is list and len(t16) > 1:
+                    t39 = t16[1]
+                    if t39 is None: t39 = Missing('x[1]')
                 else:
-                    t50 = index_value(t49, (1), 'x')
-                t45 = t50
-            t51 = [t32, t34, t36, t38, t40, t45]
-            t1.append(t51)
+                    t39 = index_value(t16, (1), 'x')
+                t36 = t39
+            t40 = [t28, t29, t30, t31, t32, t36]
+            t1.append(t40)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -9082,7 +9424,7 @@ def e343(env):
         t2 = t1 == ('0.3.0')
     else:
         t2 = _compare('==', t1, ('0.3.0'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('config')
         if t4 is None: t4 = Missing('config')
         if t4.__class__ is dict and 'dataloader' in t4:
@@ -9099,7 +9441,7 @@ def e343(env):
             t7 = t6 == ('table')
         else:
             t7 = _compare('==', t6, ('table'))
-        t3 = (t7 if t7.__class__ is bool else _truth(t7))
+        t3 = t7
     else:
         t3 = False
     return t3
@@ -9130,69 +9472,38 @@ def e344(env):
         t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t5, t9)
         t6 = _compare('in', t5, t9)
-        t2 = (t6 if t6.__class__ is bool else _truth(t6))
+        t2 = t6
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'dataloader' in t11:
-            t12 = t11['dataloader']
-            if t12 is None: t12 = Missing('config.dataloader')
+    if t2:
+        if t4.__class__ is dict and 'dataset' in t4:
+            t11 = t4['dataset']
+            if t11 is None: t11 = Missing('config.dataloader.dataset')
         else:
-            t12 = attr_value(t11, 'dataloader', 'config.dataloader')
-        if t12.__class__ is dict and 'dataset' in t12:
-            t13 = t12['dataset']
-            if t13 is None: t13 = Missing('config.dataloader.dataset')
-        else:
-            t13 = attr_value(t12, 'dataset', 'config.dataloader.dataset')
+            t11 = attr_value(t4, 'dataset', 'config.dataloader.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t14 = type_name(t13)
-        env.budget.mem -= len(t14)
+        t12 = type_name(t11)
+        env.budget.mem -= len(t12)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t14.__class__ is str:
-            t15 = t14 == ('string')
+        if t12.__class__ is str:
+            t13 = t12 == ('string')
         else:
-            t15 = _compare('==', t14, ('string'))
-        t10 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = _compare('==', t12, ('string'))
+        t10 = t13
     else:
         t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
-        t17 = env.lookup('config')
-        if t17 is None: t17 = Missing('config')
-        if t17.__class__ is dict and 'dataloader' in t17:
-            t18 = t17['dataloader']
-            if t18 is None: t18 = Missing('config.dataloader')
-        else:
-            t18 = attr_value(t17, 'dataloader', 'config.dataloader')
-        if t18.__class__ is dict and 'dataset' in t18:
-            t19 = t18['dataset']
-            if t19 is None: t19 = Missing('config.dataloader.dataset')
-        else:
-            t19 = attr_value(t18, 'dataset', 'config.dataloader.dataset')
-        t20 = env.lookup('datasets')
-        if t20 is None: t20 = Missing('datasets')
-        if t20.__class__ is dict and 'loaders' in t20:
-            t21 = t20['loaders']
-            if t21 is None: t21 = Missing('datasets.loaders')
-        else:
-            t21 = attr_value(t20, 'loaders', 'datasets.loaders')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t18.__class__ is dict and 'class' in t18:
-            t22 = t18['class']
-            if t22 is None: t22 = Missing('config.dataloader.class')
-        else:
-            t22 = attr_value(t18, 'class', 'config.dataloader.class')
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = index_value(t21, t22, 'datasets.loaders')
-        t24 = [('dataloader.dataset'), t19, t23, t22, ('dataloader.dataset')]
-        t25 = [t24]
-        t16 = t25
+    if t10:
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t15 = index_value(t8, t5, 'datasets.loaders')
+        t16 = [('dataloader.dataset'), t11, t15, t5, ('dataloader.dataset')]
+        t17 = [t16]
+        t14 = t17
     else:
-        t26 = K117
-        t16 = t26
-    return t16
+        t18 = K117
+        t14 = t18
+    return t14
 
 def e345(env):
     t1 = env.lookup('reg')
@@ -9220,151 +9531,130 @@ def e345(env):
         t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t5, t9)
         t6 = _compare('in', t5, t9)
-        t2 = (t6 if t6.__class__ is bool else _truth(t6))
+        t2 = t6
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'dataloader' in t11:
-            t12 = t11['dataloader']
-            if t12 is None: t12 = Missing('config.dataloader')
+    if t2:
+        if t4.__class__ is dict and 'sources' in t4:
+            t11 = t4['sources']
+            if t11 is None: t11 = Missing('config.dataloader.sources')
         else:
-            t12 = attr_value(t11, 'dataloader', 'config.dataloader')
-        if t12.__class__ is dict and 'sources' in t12:
-            t13 = t12['sources']
-            if t13 is None: t13 = Missing('config.dataloader.sources')
-        else:
-            t13 = attr_value(t12, 'sources', 'config.dataloader.sources')
+            t11 = attr_value(t4, 'sources', 'config.dataloader.sources')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t14 = type_name(t13)
-        env.budget.mem -= len(t14)
+        t12 = type_name(t11)
+        env.budget.mem -= len(t12)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t14.__class__ is str:
-            t15 = t14 == ('list')
+        if t12.__class__ is str:
+            t13 = t12 == ('list')
         else:
-            t15 = _compare('==', t14, ('list'))
-        t10 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = _compare('==', t12, ('list'))
+        t10 = t13
     else:
         t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
-        t17 = []
-        t18 = env.budget
-        t20 = env.lookup('s')
-        if t20 is None: t20 = Missing('s')
-        if t20.__class__ is list or t20.__class__ is str or t20.__class__ is dict:
-            t21 = len(t20)
-            env.budget.left -= t21 if t21 > 1 else 1
+    if t10:
+        t15 = []
+        t16 = env.budget
+        t18 = env.lookup('s')
+        if t18 is None: t18 = Missing('s')
+        if t18.__class__ is list or t18.__class__ is str or t18.__class__ is dict:
+            t19 = len(t18)
+            env.budget.left -= t19 if t19 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t21 = call_value(env, F_len.fn, F_len.cost, False, [t20])
-        t22 = call_value(env, F_range.fn, F_range.cost, False, [(0), t21])
-        t19 = loop_items(t22)
-        t23 = Env({}, None, t18, env)
-        t24 = t23.values
-        for t25 in t19:
-            t18.left -= 40
-            if t18.left < 0: _charge(env, 0)
-            t24['i'] = t25
-            t23.let_cache = None
-            t26 = t23.lookup('s')
-            if t26 is None: t26 = Missing('s')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = t25
-            if t27 is None: t27 = Missing('i')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = index_value(t26, t27, 's')
-            t23.budget.left -= 1
-            if t23.budget.left < 0: _charge(t23, 0)
-            t29 = type_name(t28)
-            t23.budget.mem -= len(t29)
-            if t23.budget.mem < 0: _charge_mem(t23, 0)
-            if t29.__class__ is str:
-                t30 = t29 == ('table')
+            t19 = call_value(env, F_len.fn, F_len.cost, False, [t18])
+        t20 = call_value(env, F_range.fn, F_range.cost, False, [(0), t19])
+        t17 = t20
+        if t17.__class__ is not list: t17 = loop_items(t17)
+        t21 = Env({}, None, t16, env)
+        t22 = t21.values
+        for t23 in t17:
+            t16.left -= 40
+            if t16.left < 0: _charge(env, 0)
+            t22['i'] = t23
+            t21.let_cache = None
+            t24 = t21.lookup('s')
+            if t24 is None: t24 = Missing('s')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            t25 = t23
+            if t25 is None: t25 = Missing('i')
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            t26 = index_value(t24, t25, 's')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t27 = type_name(t26)
+            env.budget.mem -= len(t27)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t27.__class__ is str:
+                t28 = t27 == ('table')
             else:
-                t30 = _compare('==', t29, ('table'))
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t32 = t25
-                if t32 is None: t32 = Missing('i')
-                if t32 is None or t32.__class__ is Missing: _need(t32)
-                t33 = index_value(t26, t32, 's')
-                if t33.__class__ is dict and 'dataset' in t33:
-                    t34 = t33['dataset']
-                    if t34 is None: t34 = Missing('dataset')
+                t28 = _compare('==', t27, ('table'))
+            if t28:
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                t30 = index_value(t24, t25, 's')
+                if t30.__class__ is dict and 'dataset' in t30:
+                    t31 = t30['dataset']
+                    if t31 is None: t31 = Missing('dataset')
                 else:
-                    t34 = attr_value(t33, 'dataset', 'dataset')
-                t23.budget.left -= 1
-                if t23.budget.left < 0: _charge(t23, 0)
-                t35 = type_name(t34)
-                t23.budget.mem -= len(t35)
-                if t23.budget.mem < 0: _charge_mem(t23, 0)
-                if t35.__class__ is str:
-                    t36 = t35 == ('string')
+                    t31 = attr_value(t30, 'dataset', 'dataset')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t32 = type_name(t31)
+                env.budget.mem -= len(t32)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t32.__class__ is str:
+                    t33 = t32 == ('string')
                 else:
-                    t36 = _compare('==', t35, ('string'))
-                t31 = (t36 if t36.__class__ is bool else _truth(t36))
+                    t33 = _compare('==', t32, ('string'))
+                t29 = t33
             else:
-                t31 = False
-            if (t31 if t31.__class__ is bool else _truth(t31)):
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t37 = t25
-                if t37 is None: t37 = Missing('i')
+                t29 = False
+            if t29:
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                t34 = index_value(t24, t25, 's')
+                if t34.__class__ is dict and 'dataset' in t34:
+                    t35 = t34['dataset']
+                    if t35 is None: t35 = Missing('dataset')
+                else:
+                    t35 = attr_value(t34, 'dataset', 'dataset')
+                t36 = t21.lookup('datasets')
+                if t36 is None: t36 = Missing('datasets')
+                if t36.__class__ is dict and 'source_loaders' in t36:
+                    t37 = t36['source_loaders']
+                    if t37 is None: t37 = Missing('datasets.source_loaders')
+                else:
+                    t37 = attr_value(t36, 'source_loaders', 'datasets.source_loaders')
                 if t37 is None or t37.__class__ is Missing: _need(t37)
-                t38 = index_value(t26, t37, 's')
-                if t38.__class__ is dict and 'dataset' in t38:
-                    t39 = t38['dataset']
-                    if t39 is None: t39 = Missing('dataset')
+                t38 = t21.lookup('config')
+                if t38 is None: t38 = Missing('config')
+                if t38.__class__ is dict and 'dataloader' in t38:
+                    t39 = t38['dataloader']
+                    if t39 is None: t39 = Missing('config.dataloader')
                 else:
-                    t39 = attr_value(t38, 'dataset', 'dataset')
-                t40 = t23.lookup('datasets')
-                if t40 is None: t40 = Missing('datasets')
-                if t40.__class__ is dict and 'source_loaders' in t40:
-                    t41 = t40['source_loaders']
-                    if t41 is None: t41 = Missing('datasets.source_loaders')
+                    t39 = attr_value(t38, 'dataloader', 'config.dataloader')
+                if t39.__class__ is dict and 'class' in t39:
+                    t40 = t39['class']
+                    if t40 is None: t40 = Missing('config.dataloader.class')
                 else:
-                    t41 = attr_value(t40, 'source_loaders', 'datasets.source_loaders')
-                if t41 is None or t41.__class__ is Missing: _need(t41)
-                t42 = t23.lookup('config')
-                if t42 is None: t42 = Missing('config')
-                if t42.__class__ is dict and 'dataloader' in t42:
-                    t43 = t42['dataloader']
-                    if t43 is None: t43 = Missing('config.dataloader')
-                else:
-                    t43 = attr_value(t42, 'dataloader', 'config.dataloader')
-                if t43.__class__ is dict and 'class' in t43:
-                    t44 = t43['class']
-                    if t44 is None: t44 = Missing('config.dataloader.class')
-                else:
-                    t44 = attr_value(t43, 'class', 'config.dataloader.class')
-                if t44 is None or t44.__class__ is Missing: _need(t44)
-                t45 = index_value(t41, t44, 'datasets.source_loaders')
-                t46 = t25
-                if t46 is None: t46 = Missing('i')
-                t47 = call_value(t23, F_str.fn, F_str.cost, True, [t46])
-                if t47 is None or t47.__class__ is Missing: _need(t47)
-                if ('dataloader.sources[').__class__ is int and t47.__class__ is int:
-                    t48 = ('dataloader.sources[') + t47
-                    if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
-                else:
-                    t48 = _binop('+', ('dataloader.sources['), t47, t23)
-                if t48 is None or t48.__class__ is Missing: _need(t48)
-                if t48.__class__ is int and ('].dataset').__class__ is int:
-                    t49 = t48 + ('].dataset')
-                    if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
-                else:
-                    t49 = _binop('+', t48, ('].dataset'), t23)
-                t50 = [('dataloader.sources'), t39, t45, t44, t49]
-                t17.append(t50)
-                t18.mem -= 1
-                if t18.mem < 0: _charge_mem(env, 0)
-                if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t16 = t17
+                    t40 = attr_value(t39, 'class', 'config.dataloader.class')
+                if t40 is None or t40.__class__ is Missing: _need(t40)
+                t41 = index_value(t37, t40, 'datasets.source_loaders')
+                t42 = call_value(env, F_str.fn, F_str.cost, True, [t25])
+                if t42 is None or t42.__class__ is Missing: _need(t42)
+                t43 = _binop('+', ('dataloader.sources['), t42, env)
+                t44 = _binop('+', t43, ('].dataset'), env)
+                t45 = [('dataloader.sources'), t35, t41, t40, t44]
+                t15.append(t45)
+                t16.mem -= 1
+                if t16.mem < 0: _charge_mem(env, 0)
+                if len(t15) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t14 = t15
     else:
-        t51 = K118
-        t16 = t51
-    return t16
+        t46 = K118
+        t14 = t46
+    return t14
 
 def e346(env):
     t1 = env.lookup('framework_version')
@@ -9373,7 +9663,7 @@ def e346(env):
         t2 = t1 == ('0.3.0')
     else:
         t2 = _compare('==', t1, ('0.3.0'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('config')
         if t4 is None: t4 = Missing('config')
         if t4.__class__ is dict and 'validator' in t4:
@@ -9390,161 +9680,90 @@ def e346(env):
             t7 = t6 == ('table')
         else:
             t7 = _compare('==', t6, ('table'))
-        t3 = (t7 if t7.__class__ is bool else _truth(t7))
+        t3 = t7
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('config')
-        if t9 is None: t9 = Missing('config')
-        if t9.__class__ is dict and 'validator' in t9:
-            t10 = t9['validator']
-            if t10 is None: t10 = Missing('config.validator')
+    if t3:
+        if t5.__class__ is dict and 'enable' in t5:
+            t9 = t5['enable']
+            if t9 is None: t9 = Missing('config.validator.enable')
         else:
-            t10 = attr_value(t9, 'validator', 'config.validator')
-        if t10.__class__ is dict and 'enable' in t10:
-            t11 = t10['enable']
-            if t11 is None: t11 = Missing('config.validator.enable')
+            t9 = attr_value(t5, 'enable', 'config.validator.enable')
+        if t9.__class__ is (True).__class__ and (t9.__class__ is int or t9.__class__ is str):
+            t10 = t9 == (True)
         else:
-            t11 = attr_value(t10, 'enable', 'config.validator.enable')
-        if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == (True)
-        else:
-            t12 = _compare('==', t11, (True))
-        t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = _compare('==', t9, (True))
+        t8 = t10
     else:
         t8 = False
-    if (t8 if t8.__class__ is bool else _truth(t8)):
-        t14 = env.lookup('config')
-        if t14 is None: t14 = Missing('config')
-        if t14.__class__ is dict and 'validator' in t14:
-            t15 = t14['validator']
-            if t15 is None: t15 = Missing('config.validator')
+    if t8:
+        if t5.__class__ is dict and 'dataloader' in t5:
+            t12 = t5['dataloader']
+            if t12 is None: t12 = Missing('config.validator.dataloader')
         else:
-            t15 = attr_value(t14, 'validator', 'config.validator')
-        if t15.__class__ is dict and 'dataloader' in t15:
-            t16 = t15['dataloader']
-            if t16 is None: t16 = Missing('config.validator.dataloader')
-        else:
-            t16 = attr_value(t15, 'dataloader', 'config.validator.dataloader')
+            t12 = attr_value(t5, 'dataloader', 'config.validator.dataloader')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t17 = type_name(t16)
-        env.budget.mem -= len(t17)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t17.__class__ is str:
-            t18 = t17 == ('table')
+        if t13.__class__ is str:
+            t14 = t13 == ('table')
         else:
-            t18 = _compare('==', t17, ('table'))
-        t13 = (t18 if t18.__class__ is bool else _truth(t18))
+            t14 = _compare('==', t13, ('table'))
+        t11 = t14
     else:
-        t13 = False
-    if (t13 if t13.__class__ is bool else _truth(t13)):
-        t20 = env.lookup('config')
-        if t20 is None: t20 = Missing('config')
-        if t20.__class__ is dict and 'validator' in t20:
-            t21 = t20['validator']
-            if t21 is None: t21 = Missing('config.validator')
+        t11 = False
+    if t11:
+        if t12.__class__ is dict and 'class' in t12:
+            t16 = t12['class']
+            if t16 is None: t16 = Missing('config.validator.dataloader.class')
         else:
-            t21 = attr_value(t20, 'validator', 'config.validator')
-        if t21.__class__ is dict and 'dataloader' in t21:
-            t22 = t21['dataloader']
-            if t22 is None: t22 = Missing('config.validator.dataloader')
+            t16 = attr_value(t12, 'class', 'config.validator.dataloader.class')
+        t18 = env.lookup('datasets')
+        if t18 is None: t18 = Missing('datasets')
+        if t18.__class__ is dict and 'loaders' in t18:
+            t19 = t18['loaders']
+            if t19 is None: t19 = Missing('datasets.loaders')
         else:
-            t22 = attr_value(t21, 'dataloader', 'config.validator.dataloader')
-        if t22.__class__ is dict and 'class' in t22:
-            t23 = t22['class']
-            if t23 is None: t23 = Missing('config.validator.dataloader.class')
-        else:
-            t23 = attr_value(t22, 'class', 'config.validator.dataloader.class')
-        t25 = env.lookup('datasets')
-        if t25 is None: t25 = Missing('datasets')
-        if t25.__class__ is dict and 'loaders' in t25:
-            t26 = t25['loaders']
-            if t26 is None: t26 = Missing('datasets.loaders')
-        else:
-            t26 = attr_value(t25, 'loaders', 'datasets.loaders')
-        t27 = call_value(env, F_keys.fn, F_keys.cost, False, [t26])
-        if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t23, t27)
-        t24 = _compare('in', t23, t27)
-        t19 = (t24 if t24.__class__ is bool else _truth(t24))
+            t19 = attr_value(t18, 'loaders', 'datasets.loaders')
+        t20 = call_value(env, F_keys.fn, F_keys.cost, False, [t19])
+        if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t16, t20)
+        t17 = _compare('in', t16, t20)
+        t15 = t17
     else:
-        t19 = False
-    if (t19 if t19.__class__ is bool else _truth(t19)):
-        t29 = env.lookup('config')
-        if t29 is None: t29 = Missing('config')
-        if t29.__class__ is dict and 'validator' in t29:
-            t30 = t29['validator']
-            if t30 is None: t30 = Missing('config.validator')
+        t15 = False
+    if t15:
+        if t12.__class__ is dict and 'dataset' in t12:
+            t22 = t12['dataset']
+            if t22 is None: t22 = Missing('config.validator.dataloader.dataset')
         else:
-            t30 = attr_value(t29, 'validator', 'config.validator')
-        if t30.__class__ is dict and 'dataloader' in t30:
-            t31 = t30['dataloader']
-            if t31 is None: t31 = Missing('config.validator.dataloader')
-        else:
-            t31 = attr_value(t30, 'dataloader', 'config.validator.dataloader')
-        if t31.__class__ is dict and 'dataset' in t31:
-            t32 = t31['dataset']
-            if t32 is None: t32 = Missing('config.validator.dataloader.dataset')
-        else:
-            t32 = attr_value(t31, 'dataset', 'config.validator.dataloader.dataset')
+            t22 = attr_value(t12, 'dataset', 'config.validator.dataloader.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t33 = type_name(t32)
-        env.budget.mem -= len(t33)
+        t23 = type_name(t22)
+        env.budget.mem -= len(t23)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t33.__class__ is str:
-            t34 = t33 == ('string')
+        if t23.__class__ is str:
+            t24 = t23 == ('string')
         else:
-            t34 = _compare('==', t33, ('string'))
-        t28 = (t34 if t34.__class__ is bool else _truth(t34))
+            t24 = _compare('==', t23, ('string'))
+        t21 = t24
     else:
-        t28 = False
-    if (t28 if t28.__class__ is bool else _truth(t28)):
-        t36 = env.lookup('config')
-        if t36 is None: t36 = Missing('config')
-        if t36.__class__ is dict and 'validator' in t36:
-            t37 = t36['validator']
-            if t37 is None: t37 = Missing('config.validator')
-        else:
-            t37 = attr_value(t36, 'validator', 'config.validator')
-        if t37.__class__ is dict and 'dataloader' in t37:
-            t38 = t37['dataloader']
-            if t38 is None: t38 = Missing('config.validator.dataloader')
-        else:
-            t38 = attr_value(t37, 'dataloader', 'config.validator.dataloader')
-        if t38.__class__ is dict and 'dataset' in t38:
-            t39 = t38['dataset']
-            if t39 is None: t39 = Missing('config.validator.dataloader.dataset')
-        else:
-            t39 = attr_value(t38, 'dataset', 'config.validator.dataloader.dataset')
-        t40 = env.lookup('datasets')
-        if t40 is None: t40 = Missing('datasets')
-        if t40.__class__ is dict and 'loaders' in t40:
-            t41 = t40['loaders']
-            if t41 is None: t41 = Missing('datasets.loaders')
-        else:
-            t41 = attr_value(t40, 'loaders', 'datasets.loaders')
-        if t41 is None or t41.__class__ is Missing: _need(t41)
-        if t38.__class__ is dict and 'class' in t38:
-            t42 = t38['class']
-            if t42 is None: t42 = Missing('config.validator.dataloader.class')
-        else:
-            t42 = attr_value(t38, 'class', 'config.validator.dataloader.class')
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        t43 = index_value(t41, t42, 'datasets.loaders')
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t42.__class__ is int and (' (the validator)').__class__ is int:
-            t44 = t42 + (' (the validator)')
-            if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
-        else:
-            t44 = _binop('+', t42, (' (the validator)'), env)
-        t45 = [('validator.dataloader.dataset'), t39, t43, t44, ('validator.dataloader.dataset')]
-        t46 = [t45]
-        t35 = t46
+        t21 = False
+    if t21:
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t26 = index_value(t19, t16, 'datasets.loaders')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t27 = _binop('+', t16, (' (the validator)'), env)
+        t28 = [('validator.dataloader.dataset'), t22, t26, t27, ('validator.dataloader.dataset')]
+        t29 = [t28]
+        t25 = t29
     else:
-        t47 = K119
-        t35 = t47
-    return t35
+        t30 = K119
+        t25 = t30
+    return t25
 
 def e347(env):
     t1 = env.lookup('framework_version')
@@ -9553,7 +9772,7 @@ def e347(env):
         t2 = t1 == ('0.2.x')
     else:
         t2 = _compare('==', t1, ('0.2.x'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('config')
         if t4 is None: t4 = Missing('config')
         if t4.__class__ is dict and 'model' in t4:
@@ -9575,106 +9794,59 @@ def e347(env):
             t8 = t7 == ('string')
         else:
             t8 = _compare('==', t7, ('string'))
-        t3 = (t8 if t8.__class__ is bool else _truth(t8))
+        t3 = t8
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'model' in t10:
-            t11 = t10['model']
-            if t11 is None: t11 = Missing('config.model')
+    if t3:
+        t11 = env.lookup('datasets')
+        if t11 is None: t11 = Missing('datasets')
+        if t11.__class__ is dict and 'models' in t11:
+            t12 = t11['models']
+            if t12 is None: t12 = Missing('datasets.models')
         else:
-            t11 = attr_value(t10, 'model', 'config.model')
-        if t11.__class__ is dict and 'name' in t11:
-            t12 = t11['name']
-            if t12 is None: t12 = Missing('config.model.name')
-        else:
-            t12 = attr_value(t11, 'name', 'config.model.name')
-        t14 = env.lookup('datasets')
-        if t14 is None: t14 = Missing('datasets')
-        if t14.__class__ is dict and 'models' in t14:
-            t15 = t14['models']
-            if t15 is None: t15 = Missing('datasets.models')
-        else:
-            t15 = attr_value(t14, 'models', 'datasets.models')
-        t16 = call_value(env, F_keys.fn, F_keys.cost, False, [t15])
-        if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t12, t16)
-        t13 = _compare('in', t12, t16)
-        t9 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = attr_value(t11, 'models', 'datasets.models')
+        t13 = call_value(env, F_keys.fn, F_keys.cost, False, [t12])
+        if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t6, t13)
+        t10 = _compare('in', t6, t13)
+        t9 = t10
     else:
         t9 = False
-    if (t9 if t9.__class__ is bool else _truth(t9)):
-        t18 = env.lookup('config')
-        if t18 is None: t18 = Missing('config')
-        if t18.__class__ is dict and 'training' in t18:
-            t19 = t18['training']
-            if t19 is None: t19 = Missing('config.training')
+    if t9:
+        if t4.__class__ is dict and 'training' in t4:
+            t15 = t4['training']
+            if t15 is None: t15 = Missing('config.training')
         else:
-            t19 = attr_value(t18, 'training', 'config.training')
-        if t19.__class__ is dict and 'dataset' in t19:
-            t20 = t19['dataset']
-            if t20 is None: t20 = Missing('config.training.dataset')
+            t15 = attr_value(t4, 'training', 'config.training')
+        if t15.__class__ is dict and 'dataset' in t15:
+            t16 = t15['dataset']
+            if t16 is None: t16 = Missing('config.training.dataset')
         else:
-            t20 = attr_value(t19, 'dataset', 'config.training.dataset')
+            t16 = attr_value(t15, 'dataset', 'config.training.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t21 = type_name(t20)
-        env.budget.mem -= len(t21)
+        t17 = type_name(t16)
+        env.budget.mem -= len(t17)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t21.__class__ is str:
-            t22 = t21 == ('string')
+        if t17.__class__ is str:
+            t18 = t17 == ('string')
         else:
-            t22 = _compare('==', t21, ('string'))
-        t17 = (t22 if t22.__class__ is bool else _truth(t22))
+            t18 = _compare('==', t17, ('string'))
+        t14 = t18
     else:
-        t17 = False
-    if (t17 if t17.__class__ is bool else _truth(t17)):
-        t24 = env.lookup('config')
-        if t24 is None: t24 = Missing('config')
-        if t24.__class__ is dict and 'training' in t24:
-            t25 = t24['training']
-            if t25 is None: t25 = Missing('config.training')
-        else:
-            t25 = attr_value(t24, 'training', 'config.training')
-        if t25.__class__ is dict and 'dataset' in t25:
-            t26 = t25['dataset']
-            if t26 is None: t26 = Missing('config.training.dataset')
-        else:
-            t26 = attr_value(t25, 'dataset', 'config.training.dataset')
-        t27 = env.lookup('datasets')
-        if t27 is None: t27 = Missing('datasets')
-        if t27.__class__ is dict and 'models' in t27:
-            t28 = t27['models']
-            if t28 is None: t28 = Missing('datasets.models')
-        else:
-            t28 = attr_value(t27, 'models', 'datasets.models')
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t24.__class__ is dict and 'model' in t24:
-            t29 = t24['model']
-            if t29 is None: t29 = Missing('config.model')
-        else:
-            t29 = attr_value(t24, 'model', 'config.model')
-        if t29.__class__ is dict and 'name' in t29:
-            t30 = t29['name']
-            if t30 is None: t30 = Missing('config.model.name')
-        else:
-            t30 = attr_value(t29, 'name', 'config.model.name')
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = index_value(t28, t30, 'datasets.models')
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        if ('model ').__class__ is int and t30.__class__ is int:
-            t32 = ('model ') + t30
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', ('model '), t30, env)
-        t33 = [('training.dataset'), t26, t31, t32, ('training.dataset')]
-        t34 = [t33]
-        t23 = t34
+        t14 = False
+    if t14:
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t20 = index_value(t12, t6, 'datasets.models')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t21 = _binop('+', ('model '), t6, env)
+        t22 = [('training.dataset'), t16, t20, t21, ('training.dataset')]
+        t23 = [t22]
+        t19 = t23
     else:
-        t35 = K120
-        t23 = t35
-    return t23
+        t24 = K120
+        t19 = t24
+    return t19
 
 def e348(env):
     t1 = env.lookup('datasets')
@@ -9705,7 +9877,7 @@ def e350(env):
         t2 = t1 != ('main@b5bcd76c6')
     else:
         t2 = _compare('!=', t1, ('main@b5bcd76c6'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = K121
         t3 = t4
     else:
@@ -9713,705 +9885,540 @@ def e350(env):
         t6 = env.budget
         t8 = env.lookup('nodes')
         if t8 is None: t8 = Missing('nodes')
-        t7 = loop_items(t8)
-        t9 = Env({}, None, t6, env)
-        t10 = t9.values
+        t7 = t8
+        if t7.__class__ is not list: t7 = loop_items(t7)
         for t11 in t7:
             t6.left -= 27
             if t6.left < 0: _charge(env, 0)
-            t10['n'] = t11
-            t9.let_cache = None
             t13 = t11
             if t13 is None: t13 = Missing('n')
-            t14 = call_value(t9, F_keys.fn, F_keys.cost, False, [t13])
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, ('num_packing_bins'), t14)
+            t14 = call_value(env, F_keys.fn, F_keys.cost, False, [t13])
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, ('num_packing_bins'), t14)
             t12 = _compare('in', ('num_packing_bins'), t14)
-            if (t12 if t12.__class__ is bool else _truth(t12)):
-                t16 = t11
-                if t16 is None: t16 = Missing('n')
-                if t16.__class__ is dict and 'num_packing_bins' in t16:
-                    t17 = t16['num_packing_bins']
-                    if t17 is None: t17 = Missing('n.num_packing_bins')
+            if t12:
+                if t13.__class__ is dict and 'num_packing_bins' in t13:
+                    t16 = t13['num_packing_bins']
+                    if t16 is None: t16 = Missing('n.num_packing_bins')
                 else:
-                    t17 = attr_value(t16, 'num_packing_bins', 'n.num_packing_bins')
-                t9.budget.left -= 1
-                if t9.budget.left < 0: _charge(t9, 0)
-                t18 = type_name(t17)
-                t9.budget.mem -= len(t18)
-                if t9.budget.mem < 0: _charge_mem(t9, 0)
-                if t18.__class__ is str:
-                    t19 = t18 == ('int')
+                    t16 = attr_value(t13, 'num_packing_bins', 'n.num_packing_bins')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t17 = type_name(t16)
+                env.budget.mem -= len(t17)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t17.__class__ is str:
+                    t18 = t17 == ('int')
                 else:
-                    t19 = _compare('==', t18, ('int'))
-                t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                    t18 = _compare('==', t17, ('int'))
+                t15 = t18
             else:
                 t15 = False
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t21 = t11
-                if t21 is None: t21 = Missing('n')
-                if t21.__class__ is dict and 'num_packing_bins' in t21:
-                    t22 = t21['num_packing_bins']
-                    if t22 is None: t22 = Missing('n.num_packing_bins')
+            if t15:
+                if t16.__class__ is int:
+                    t20 = t16 <= (0)
                 else:
-                    t22 = attr_value(t21, 'num_packing_bins', 'n.num_packing_bins')
-                if t22.__class__ is int:
-                    t23 = t22 <= (0)
-                else:
-                    t23 = _compare('<=', t22, (0))
-                t20 = (t23 if t23.__class__ is bool else _truth(t23))
+                    t20 = _compare('<=', t16, (0))
+                t19 = t20
             else:
-                t20 = False
-            if (t20 if t20.__class__ is bool else _truth(t20)):
-                t24 = t11
-                if t24 is None: t24 = Missing('n')
-                if t24.__class__ is dict and 'num_packing_bins' in t24:
-                    t25 = t24['num_packing_bins']
-                    if t25 is None: t25 = Missing('n.num_packing_bins')
-                else:
-                    t25 = attr_value(t24, 'num_packing_bins', 'n.num_packing_bins')
-                t26 = call_value(t9, F_str.fn, F_str.cost, True, [t25])
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                if ('ValueError: num_packing_bins must be positive (num_packing_bins = ').__class__ is int and t26.__class__ is int:
-                    t27 = ('ValueError: num_packing_bins must be positive (num_packing_bins = ') + t26
-                    if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-                else:
-                    t27 = _binop('+', ('ValueError: num_packing_bins must be positive (num_packing_bins = '), t26, t9)
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                if t27.__class__ is int and (')').__class__ is int:
-                    t28 = t27 + (')')
-                    if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-                else:
-                    t28 = _binop('+', t27, (')'), t9)
-                t29 = [t28, ('when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)'), ('use num_packing_bins >= 1 (the default is 8)')]
-                t5.append(t29)
+                t19 = False
+            if t19:
+                t21 = call_value(env, F_str.fn, F_str.cost, True, [t16])
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = _binop('+', ('ValueError: num_packing_bins must be positive (num_packing_bins = '), t21, env)
+                t23 = _binop('+', t22, (')'), env)
+                t24 = [t23, ('when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)'), ('use num_packing_bins >= 1 (the default is 8)')]
+                t5.append(t24)
                 t6.mem -= 1
                 if t6.mem < 0: _charge_mem(env, 0)
                 if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t30 = []
-        t31 = env.budget
-        t32 = loop_items(t8)
-        t33 = Env({}, None, t31, env)
-        t34 = t33.values
-        for t35 in t32:
-            t31.left -= 97
-            if t31.left < 0: _charge(env, 0)
-            t34['n'] = t35
-            t33.let_cache = None
-            t37 = t35
-            if t37 is None: t37 = Missing('n')
-            t38 = call_value(t33, F_keys.fn, F_keys.cost, False, [t37])
-            if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(t33, ('datasets'), t38)
-            t36 = _compare('in', ('datasets'), t38)
-            if (t36 if t36.__class__ is bool else _truth(t36)):
-                t40 = t35
-                if t40 is None: t40 = Missing('n')
-                if t40.__class__ is dict and 'datasets' in t40:
-                    t41 = t40['datasets']
-                    if t41 is None: t41 = Missing('n.datasets')
+        t25 = []
+        t26 = env.budget
+        t27 = t8
+        if t27.__class__ is not list: t27 = loop_items(t27)
+        for t30 in t27:
+            t26.left -= 97
+            if t26.left < 0: _charge(env, 0)
+            t32 = t30
+            if t32 is None: t32 = Missing('n')
+            t33 = call_value(env, F_keys.fn, F_keys.cost, False, [t32])
+            if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, ('datasets'), t33)
+            t31 = _compare('in', ('datasets'), t33)
+            if t31:
+                if t32.__class__ is dict and 'datasets' in t32:
+                    t35 = t32['datasets']
+                    if t35 is None: t35 = Missing('n.datasets')
                 else:
-                    t41 = attr_value(t40, 'datasets', 'n.datasets')
-                t33.budget.left -= 1
-                if t33.budget.left < 0: _charge(t33, 0)
-                t42 = type_name(t41)
-                t33.budget.mem -= len(t42)
-                if t33.budget.mem < 0: _charge_mem(t33, 0)
-                if t42.__class__ is str:
-                    t43 = t42 == ('list')
+                    t35 = attr_value(t32, 'datasets', 'n.datasets')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t36 = type_name(t35)
+                env.budget.mem -= len(t36)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t36.__class__ is str:
+                    t37 = t36 == ('list')
                 else:
-                    t43 = _compare('==', t42, ('list'))
-                t39 = (t43 if t43.__class__ is bool else _truth(t43))
+                    t37 = _compare('==', t36, ('list'))
+                t34 = t37
             else:
-                t39 = False
-            if (t39 if t39.__class__ is bool else _truth(t39)):
-                t45 = t35
-                if t45 is None: t45 = Missing('n')
-                if t45.__class__ is dict and 'datasets' in t45:
-                    t46 = t45['datasets']
-                    if t46 is None: t46 = Missing('n.datasets')
+                t34 = False
+            if t34:
+                if t35.__class__ is list or t35.__class__ is str or t35.__class__ is dict:
+                    t39 = len(t35)
+                    env.budget.left -= t39 if t39 > 1 else 1
+                    if env.budget.left < 0: _charge(env, 0)
                 else:
-                    t46 = attr_value(t45, 'datasets', 'n.datasets')
-                if t46.__class__ is list or t46.__class__ is str or t46.__class__ is dict:
-                    t47 = len(t46)
-                    t33.budget.left -= t47 if t47 > 1 else 1
-                    if t33.budget.left < 0: _charge(t33, 0)
+                    t39 = call_value(env, F_len.fn, F_len.cost, False, [t35])
+                if t39.__class__ is int:
+                    t40 = t39 == (0)
                 else:
-                    t47 = call_value(t33, F_len.fn, F_len.cost, False, [t46])
-                if t47.__class__ is int:
-                    t48 = t47 == (0)
-                else:
-                    t48 = _compare('==', t47, (0))
-                if (t48 if t48.__class__ is bool else _truth(t48)):
-                    t50 = t35
-                    if t50 is None: t50 = Missing('n')
-                    if t50 is None or t50.__class__ is Missing: _need(t50)
-                    t51 = index_value(t50, ('class'), 'n')
-                    if t51.__class__ is str:
-                        t52 = t51 == ('DatasetMixConfig')
+                    t40 = _compare('==', t39, (0))
+                if t40:
+                    if t32 is None or t32.__class__ is Missing: _need(t32)
+                    t42 = index_value(t32, ('class'), 'n')
+                    if t42.__class__ is str:
+                        t43 = t42 == ('DatasetMixConfig')
                     else:
-                        t52 = _compare('==', t51, ('DatasetMixConfig'))
-                    t49 = (t52 if t52.__class__ is bool else _truth(t52))
+                        t43 = _compare('==', t42, ('DatasetMixConfig'))
+                    t41 = t43
                 else:
-                    t49 = False
-                if not (t49 if t49.__class__ is bool else _truth(t49)):
-                    t54 = []
-                    t55 = t33.budget
-                    t57 = t35
-                    if t57 is None: t57 = Missing('n')
-                    if t57.__class__ is dict and 'datasets' in t57:
-                        t58 = t57['datasets']
-                        if t58 is None: t58 = Missing('n.datasets')
-                    else:
-                        t58 = attr_value(t57, 'datasets', 'n.datasets')
-                    t56 = loop_items(t58)
-                    t59 = Env({}, None, t55, t33)
-                    t60 = t59.values
-                    for t61 in t56:
-                        t55.left -= 34
-                        if t55.left < 0: _charge(t33, 0)
-                        t60['d'] = t61
-                        t59.let_cache = None
-                        t62 = t61
-                        if t62 is None: t62 = Missing('d')
-                        t59.budget.left -= 1
-                        if t59.budget.left < 0: _charge(t59, 0)
-                        t63 = type_name(t62)
-                        t59.budget.mem -= len(t63)
-                        if t59.budget.mem < 0: _charge_mem(t59, 0)
-                        if t63.__class__ is str:
-                            t64 = t63 == ('table')
+                    t41 = False
+                if not t41:
+                    t45 = []
+                    t46 = env.budget
+                    t47 = t35
+                    if t47.__class__ is not list: t47 = loop_items(t47)
+                    for t50 in t47:
+                        t46.left -= 34
+                        if t46.left < 0: _charge(env, 0)
+                        t51 = t50
+                        if t51 is None: t51 = Missing('d')
+                        env.budget.left -= 1
+                        if env.budget.left < 0: _charge(env, 0)
+                        t52 = type_name(t51)
+                        env.budget.mem -= len(t52)
+                        if env.budget.mem < 0: _charge_mem(env, 0)
+                        if t52.__class__ is str:
+                            t53 = t52 == ('table')
                         else:
-                            t64 = _compare('==', t63, ('table'))
-                        if (t64 if t64.__class__ is bool else _truth(t64)):
-                            t67 = t61
-                            if t67 is None: t67 = Missing('d')
-                            t68 = call_value(t59, F_keys.fn, F_keys.cost, False, [t67])
-                            if t68.__class__ is list or t68.__class__ is dict or t68.__class__ is str: _charge_operands(t59, ('weight'), t68)
-                            t66 = _compare('in', ('weight'), t68)
-                            t65 = (t66 if t66.__class__ is bool else _truth(t66))
+                            t53 = _compare('==', t52, ('table'))
+                        if t53:
+                            t56 = call_value(env, F_keys.fn, F_keys.cost, False, [t51])
+                            if t56.__class__ is list or t56.__class__ is dict or t56.__class__ is str: _charge_operands(env, ('weight'), t56)
+                            t55 = _compare('in', ('weight'), t56)
+                            t54 = t55
                         else:
-                            t65 = False
-                        if (t65 if t65.__class__ is bool else _truth(t65)):
-                            t70 = t61
-                            if t70 is None: t70 = Missing('d')
-                            if t70.__class__ is dict and 'weight' in t70:
-                                t71 = t70['weight']
-                                if t71 is None: t71 = Missing('d.weight')
+                            t54 = False
+                        if t54:
+                            if t51.__class__ is dict and 'weight' in t51:
+                                t58 = t51['weight']
+                                if t58 is None: t58 = Missing('d.weight')
                             else:
-                                t71 = attr_value(t70, 'weight', 'd.weight')
-                            t59.budget.left -= 1
-                            if t59.budget.left < 0: _charge(t59, 0)
-                            t72 = type_name(t71)
-                            t59.budget.mem -= len(t72)
-                            if t59.budget.mem < 0: _charge_mem(t59, 0)
-                            t74 = K122
-                            if t74.__class__ is list or t74.__class__ is dict or t74.__class__ is str: _charge_operands(t59, t72, t74)
-                            t73 = _compare('in', t72, t74)
-                            t69 = (t73 if t73.__class__ is bool else _truth(t73))
-                        else:
-                            t69 = False
-                        if (t69 if t69.__class__ is bool else _truth(t69)):
-                            t76 = t61
-                            if t76 is None: t76 = Missing('d')
-                            if t76.__class__ is dict and 'weight' in t76:
-                                t77 = t76['weight']
-                                if t77 is None: t77 = Missing('d.weight')
+                                t58 = attr_value(t51, 'weight', 'd.weight')
+                            env.budget.left -= 1
+                            if env.budget.left < 0: _charge(env, 0)
+                            t59 = type_name(t58)
+                            env.budget.mem -= len(t59)
+                            if env.budget.mem < 0: _charge_mem(env, 0)
+                            t61 = K122
+                            if t59.__class__ is str or t59.__class__ is int:
+                                env.budget.left -= 2
+                                if env.budget.left < 0: _charge(env, 0)
+                                t60 = t59 in t61
                             else:
-                                t77 = attr_value(t76, 'weight', 'd.weight')
-                            t78 = call_value(t59, F_str.fn, F_str.cost, True, [t77])
-                            t80 = K123
-                            if t80.__class__ is list or t80.__class__ is dict or t80.__class__ is str: _charge_operands(t59, t78, t80)
-                            t79 = _compare('in', t78, t80)
-                            if not (t79 if t79.__class__ is bool else _truth(t79)):
-                                t82 = t61
-                                if t82 is None: t82 = Missing('d')
-                                if t82.__class__ is dict and 'weight' in t82:
-                                    t83 = t82['weight']
-                                    if t83 is None: t83 = Missing('d.weight')
+                                if t61.__class__ is list or t61.__class__ is dict or t61.__class__ is str: _charge_operands(env, t59, t61)
+                                t60 = _compare('in', t59, t61)
+                            t57 = t60
+                        else:
+                            t57 = False
+                        if t57:
+                            t63 = call_value(env, F_str.fn, F_str.cost, True, [t58])
+                            t65 = K123
+                            if t63.__class__ is str or t63.__class__ is int:
+                                env.budget.left -= 3
+                                if env.budget.left < 0: _charge(env, 0)
+                                t64 = t63 in t65
+                            else:
+                                if t65.__class__ is list or t65.__class__ is dict or t65.__class__ is str: _charge_operands(env, t63, t65)
+                                t64 = _compare('in', t63, t65)
+                            if not t64:
+                                if t58.__class__ is int:
+                                    t67 = t58 <= (0)
                                 else:
-                                    t83 = attr_value(t82, 'weight', 'd.weight')
-                                if t83.__class__ is int:
-                                    t84 = t83 <= (0)
-                                else:
-                                    t84 = _compare('<=', t83, (0))
-                                t81 = (t84 if t84.__class__ is bool else _truth(t84))
+                                    t67 = _compare('<=', t58, (0))
+                                t66 = t67
                             else:
-                                t81 = True
-                            t75 = (t81 if t81.__class__ is bool else _truth(t81))
+                                t66 = True
+                            t62 = t66
                         else:
-                            t75 = False
-                        t54.append(t75)
-                        t55.mem -= 1
-                        if t55.mem < 0: _charge_mem(t33, 0)
-                        if len(t54) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                    t85 = call_value(t33, F_any.fn, F_any.cost, False, [t54])
-                    t53 = (t85 if t85.__class__ is bool else _truth(t85))
+                            t62 = False
+                        t45.append(t62)
+                        t46.mem -= 1
+                        if t46.mem < 0: _charge_mem(env, 0)
+                        if len(t45) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                    t68 = call_value(env, F_any.fn, F_any.cost, False, [t45])
+                    t44 = (t68 if t68.__class__ is bool else _truth(t68))
                 else:
-                    t53 = True
-                t44 = (t53 if t53.__class__ is bool else _truth(t53))
+                    t44 = True
+                t38 = t44
             else:
-                t44 = False
-            if (t44 if t44.__class__ is bool else _truth(t44)):
-                t86 = t35
-                if t86 is None: t86 = Missing('n')
-                if t86.__class__ is dict and 'datasets' in t86:
-                    t87 = t86['datasets']
-                    if t87 is None: t87 = Missing('n.datasets')
+                t38 = False
+            if t38:
+                if t35.__class__ is list or t35.__class__ is str or t35.__class__ is dict:
+                    t69 = len(t35)
+                    env.budget.left -= t69 if t69 > 1 else 1
+                    if env.budget.left < 0: _charge(env, 0)
                 else:
-                    t87 = attr_value(t86, 'datasets', 'n.datasets')
-                if t87.__class__ is list or t87.__class__ is str or t87.__class__ is dict:
-                    t88 = len(t87)
-                    t33.budget.left -= t88 if t88 > 1 else 1
-                    if t33.budget.left < 0: _charge(t33, 0)
+                    t69 = call_value(env, F_len.fn, F_len.cost, False, [t35])
+                if t69.__class__ is int:
+                    t70 = t69 == (0)
                 else:
-                    t88 = call_value(t33, F_len.fn, F_len.cost, False, [t87])
+                    t70 = _compare('==', t69, (0))
+                if t70:
+                    t71 = ('no datasets')
+                else:
+                    t72 = []
+                    t73 = env.budget
+                    t74 = t35
+                    if t74.__class__ is not list: t74 = loop_items(t74)
+                    for t77 in t74:
+                        t73.left -= 12
+                        if t73.left < 0: _charge(env, 0)
+                        t79 = t77
+                        if t79 is None: t79 = Missing('d')
+                        t80 = call_value(env, F_keys.fn, F_keys.cost, False, [t79])
+                        if t80.__class__ is list or t80.__class__ is dict or t80.__class__ is str: _charge_operands(env, ('weight'), t80)
+                        t78 = _compare('in', ('weight'), t80)
+                        if t78:
+                            if t79.__class__ is dict and 'weight' in t79:
+                                t82 = t79['weight']
+                                if t82 is None: t82 = Missing('d.weight')
+                            else:
+                                t82 = attr_value(t79, 'weight', 'd.weight')
+                            t83 = call_value(env, F_str.fn, F_str.cost, True, [t82])
+                            t81 = t83
+                        else:
+                            t81 = ('1.0')
+                        t72.append(t81)
+                        t73.mem -= 1
+                        if t73.mem < 0: _charge_mem(env, 0)
+                        if len(t72) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                    t84 = call_value(env, F_join.fn, F_join.cost, False, [t72, (', ')])
+                    if t84 is None or t84.__class__ is Missing: _need(t84)
+                    t85 = _binop('+', ('weights '), t84, env)
+                    t71 = t85
+                if t71 is None or t71.__class__ is Missing: _need(t71)
+                t86 = _binop('+', ('ValueError: DatasetMixConfig requires finite, positive-weight datasets ('), t71, env)
+                t87 = _binop('+', t86, (')'), env)
+                if t35.__class__ is list or t35.__class__ is str or t35.__class__ is dict:
+                    t88 = len(t35)
+                    env.budget.left -= t88 if t88 > 1 else 1
+                    if env.budget.left < 0: _charge(env, 0)
+                else:
+                    t88 = call_value(env, F_len.fn, F_len.cost, False, [t35])
                 if t88.__class__ is int:
                     t89 = t88 == (0)
                 else:
                     t89 = _compare('==', t88, (0))
-                if (t89 if t89.__class__ is bool else _truth(t89)):
-                    t90 = ('no datasets')
+                if t89:
+                    t90 = ('give the mix at least one dataset')
                 else:
-                    t91 = []
-                    t92 = t33.budget
-                    t94 = t35
-                    if t94 is None: t94 = Missing('n')
-                    if t94.__class__ is dict and 'datasets' in t94:
-                        t95 = t94['datasets']
-                        if t95 is None: t95 = Missing('n.datasets')
-                    else:
-                        t95 = attr_value(t94, 'datasets', 'n.datasets')
-                    t93 = loop_items(t95)
-                    t96 = Env({}, None, t92, t33)
-                    t97 = t96.values
-                    for t98 in t93:
-                        t92.left -= 12
-                        if t92.left < 0: _charge(t33, 0)
-                        t97['d'] = t98
-                        t96.let_cache = None
-                        t100 = t98
-                        if t100 is None: t100 = Missing('d')
-                        t101 = call_value(t96, F_keys.fn, F_keys.cost, False, [t100])
-                        if t101.__class__ is list or t101.__class__ is dict or t101.__class__ is str: _charge_operands(t96, ('weight'), t101)
-                        t99 = _compare('in', ('weight'), t101)
-                        if (t99 if t99.__class__ is bool else _truth(t99)):
-                            t103 = t98
-                            if t103 is None: t103 = Missing('d')
-                            if t103.__class__ is dict and 'weight' in t103:
-                                t104 = t103['weight']
-                                if t104 is None: t104 = Missing('d.weight')
-                            else:
-                                t104 = attr_value(t103, 'weight', 'd.weight')
-                            t105 = call_value(t96, F_str.fn, F_str.cost, True, [t104])
-                            t102 = t105
-                        else:
-                            t102 = ('1.0')
-                        t91.append(t102)
-                        t92.mem -= 1
-                        if t92.mem < 0: _charge_mem(t33, 0)
-                        if len(t91) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                    t106 = call_value(t33, F_join.fn, F_join.cost, False, [t91, (', ')])
-                    if t106 is None or t106.__class__ is Missing: _need(t106)
-                    if ('weights ').__class__ is int and t106.__class__ is int:
-                        t107 = ('weights ') + t106
-                        if not -MAX_INT <= t107 <= MAX_INT: _check_value(t107)
-                    else:
-                        t107 = _binop('+', ('weights '), t106, t33)
-                    t90 = t107
-                if t90 is None or t90.__class__ is Missing: _need(t90)
-                if ('ValueError: DatasetMixConfig requires finite, positive-weight datasets (').__class__ is int and t90.__class__ is int:
-                    t108 = ('ValueError: DatasetMixConfig requires finite, positive-weight datasets (') + t90
-                    if not -MAX_INT <= t108 <= MAX_INT: _check_value(t108)
-                else:
-                    t108 = _binop('+', ('ValueError: DatasetMixConfig requires finite, positive-weight datasets ('), t90, t33)
-                if t108 is None or t108.__class__ is Missing: _need(t108)
-                if t108.__class__ is int and (')').__class__ is int:
-                    t109 = t108 + (')')
-                    if not -MAX_INT <= t109 <= MAX_INT: _check_value(t109)
-                else:
-                    t109 = _binop('+', t108, (')'), t33)
-                t110 = t35
-                if t110 is None: t110 = Missing('n')
-                if t110.__class__ is dict and 'datasets' in t110:
-                    t111 = t110['datasets']
-                    if t111 is None: t111 = Missing('n.datasets')
-                else:
-                    t111 = attr_value(t110, 'datasets', 'n.datasets')
-                if t111.__class__ is list or t111.__class__ is str or t111.__class__ is dict:
-                    t112 = len(t111)
-                    t33.budget.left -= t112 if t112 > 1 else 1
-                    if t33.budget.left < 0: _charge(t33, 0)
-                else:
-                    t112 = call_value(t33, F_len.fn, F_len.cost, False, [t111])
-                if t112.__class__ is int:
-                    t113 = t112 == (0)
-                else:
-                    t113 = _compare('==', t112, (0))
-                if (t113 if t113.__class__ is bool else _truth(t113)):
-                    t114 = ('give the mix at least one dataset')
-                else:
-                    t114 = ('give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)')
-                t115 = [t109, ('when the trainer builds the dataloader (DatasetMixConfig.build), before the first step'), t114]
-                t30.append(t115)
-                t31.mem -= 1
-                if t31.mem < 0: _charge_mem(env, 0)
-                if len(t30) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        if t5.__class__ is int and t30.__class__ is int:
-            t116 = t5 + t30
-            if not -MAX_INT <= t116 <= MAX_INT: _check_value(t116)
+                    t90 = ('give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)')
+                t91 = [t87, ('when the trainer builds the dataloader (DatasetMixConfig.build), before the first step'), t90]
+                t25.append(t91)
+                t26.mem -= 1
+                if t26.mem < 0: _charge_mem(env, 0)
+                if len(t25) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        if t5.__class__ is int and t25.__class__ is int:
+            t92 = t5 + t25
+            if not -MAX_INT <= t92 <= MAX_INT: _check_value(t92)
+        elif t5.__class__ is list and t25.__class__ is list and len(t5) + len(t25) <= MAX_LIST:
+            t92 = t5 + t25
+            env.budget.left -= len(t92)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t92)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t116 = _binop('+', t5, t30, env)
-        if t116 is None or t116.__class__ is Missing: _need(t116)
-        t117 = []
-        t118 = env.budget
-        t119 = loop_items(t8)
-        t120 = Env({}, None, t118, env)
-        t121 = t120.values
-        for t122 in t119:
-            t118.left -= 28
-            if t118.left < 0: _charge(env, 0)
-            t121['n'] = t122
-            t120.let_cache = None
-            t124 = t122
-            if t124 is None: t124 = Missing('n')
-            t125 = call_value(t120, F_keys.fn, F_keys.cost, False, [t124])
-            if t125.__class__ is list or t125.__class__ is dict or t125.__class__ is str: _charge_operands(t120, ('datasets'), t125)
-            t123 = _compare('in', ('datasets'), t125)
-            if (t123 if t123.__class__ is bool else _truth(t123)):
-                t127 = t122
-                if t127 is None: t127 = Missing('n')
-                if t127.__class__ is dict and 'datasets' in t127:
-                    t128 = t127['datasets']
-                    if t128 is None: t128 = Missing('n.datasets')
+            t92 = _binop('+', t5, t25, env)
+        t93 = []
+        t94 = env.budget
+        t95 = t8
+        if t95.__class__ is not list: t95 = loop_items(t95)
+        for t98 in t95:
+            t94.left -= 28
+            if t94.left < 0: _charge(env, 0)
+            t100 = t98
+            if t100 is None: t100 = Missing('n')
+            t101 = call_value(env, F_keys.fn, F_keys.cost, False, [t100])
+            if t101.__class__ is list or t101.__class__ is dict or t101.__class__ is str: _charge_operands(env, ('datasets'), t101)
+            t99 = _compare('in', ('datasets'), t101)
+            if t99:
+                if t100.__class__ is dict and 'datasets' in t100:
+                    t103 = t100['datasets']
+                    if t103 is None: t103 = Missing('n.datasets')
                 else:
-                    t128 = attr_value(t127, 'datasets', 'n.datasets')
-                t120.budget.left -= 1
-                if t120.budget.left < 0: _charge(t120, 0)
-                t129 = type_name(t128)
-                t120.budget.mem -= len(t129)
-                if t120.budget.mem < 0: _charge_mem(t120, 0)
-                if t129.__class__ is str:
-                    t130 = t129 == ('list')
+                    t103 = attr_value(t100, 'datasets', 'n.datasets')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t104 = type_name(t103)
+                env.budget.mem -= len(t104)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t104.__class__ is str:
+                    t105 = t104 == ('list')
                 else:
-                    t130 = _compare('==', t129, ('list'))
-                t126 = (t130 if t130.__class__ is bool else _truth(t130))
+                    t105 = _compare('==', t104, ('list'))
+                t102 = t105
             else:
-                t126 = False
-            if (t126 if t126.__class__ is bool else _truth(t126)):
-                t132 = t122
-                if t132 is None: t132 = Missing('n')
-                if t132.__class__ is dict and 'datasets' in t132:
-                    t133 = t132['datasets']
-                    if t133 is None: t133 = Missing('n.datasets')
+                t102 = False
+            if t102:
+                if t103.__class__ is list or t103.__class__ is str or t103.__class__ is dict:
+                    t107 = len(t103)
+                    env.budget.left -= t107 if t107 > 1 else 1
+                    if env.budget.left < 0: _charge(env, 0)
                 else:
-                    t133 = attr_value(t132, 'datasets', 'n.datasets')
-                if t133.__class__ is list or t133.__class__ is str or t133.__class__ is dict:
-                    t134 = len(t133)
-                    t120.budget.left -= t134 if t134 > 1 else 1
-                    if t120.budget.left < 0: _charge(t120, 0)
+                    t107 = call_value(env, F_len.fn, F_len.cost, False, [t103])
+                if t107.__class__ is int:
+                    t108 = t107 == (0)
                 else:
-                    t134 = call_value(t120, F_len.fn, F_len.cost, False, [t133])
-                if t134.__class__ is int:
-                    t135 = t134 == (0)
-                else:
-                    t135 = _compare('==', t134, (0))
-                t131 = (t135 if t135.__class__ is bool else _truth(t135))
+                    t108 = _compare('==', t107, (0))
+                t106 = t108
             else:
-                t131 = False
-            if (t131 if t131.__class__ is bool else _truth(t131)):
-                t137 = t122
-                if t137 is None: t137 = Missing('n')
-                if t137 is None or t137.__class__ is Missing: _need(t137)
-                t138 = index_value(t137, ('class'), 'n')
-                if t138.__class__ is str:
-                    t139 = t138 == ('DatasetConcatConfig')
+                t106 = False
+            if t106:
+                if t100 is None or t100.__class__ is Missing: _need(t100)
+                t110 = index_value(t100, ('class'), 'n')
+                if t110.__class__ is str:
+                    t111 = t110 == ('DatasetConcatConfig')
                 else:
-                    t139 = _compare('==', t138, ('DatasetConcatConfig'))
-                t136 = (t139 if t139.__class__ is bool else _truth(t139))
+                    t111 = _compare('==', t110, ('DatasetConcatConfig'))
+                t109 = t111
             else:
-                t136 = False
-            if (t136 if t136.__class__ is bool else _truth(t136)):
-                t140 = K124
-                t117.append(t140)
-                t118.mem -= 1
-                if t118.mem < 0: _charge_mem(env, 0)
-                if len(t117) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t117 is None or t117.__class__ is Missing: _need(t117)
-        if t116.__class__ is int and t117.__class__ is int:
-            t141 = t116 + t117
-            if not -MAX_INT <= t141 <= MAX_INT: _check_value(t141)
+                t109 = False
+            if t109:
+                t112 = K124
+                t93.append(t112)
+                t94.mem -= 1
+                if t94.mem < 0: _charge_mem(env, 0)
+                if len(t93) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t93 is None or t93.__class__ is Missing: _need(t93)
+        if t92.__class__ is int and t93.__class__ is int:
+            t113 = t92 + t93
+            if not -MAX_INT <= t113 <= MAX_INT: _check_value(t113)
+        elif t92.__class__ is list and t93.__class__ is list and len(t92) + len(t93) <= MAX_LIST:
+            t113 = t92 + t93
+            env.budget.left -= len(t113)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t113)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t141 = _binop('+', t116, t117, env)
-        if t141 is None or t141.__class__ is Missing: _need(t141)
-        t142 = []
-        t143 = env.budget
-        t144 = loop_items(t8)
-        t145 = Env({}, None, t143, env)
-        t146 = t145.values
-        for t147 in t144:
-            t143.left -= 81
-            if t143.left < 0: _charge(env, 0)
-            t146['n'] = t147
-            t145.let_cache = None
-            t149 = t147
-            if t149 is None: t149 = Missing('n')
-            t150 = call_value(t145, F_keys.fn, F_keys.cost, False, [t149])
-            if t150.__class__ is list or t150.__class__ is dict or t150.__class__ is str: _charge_operands(t145, ('source'), t150)
-            t148 = _compare('in', ('source'), t150)
-            if (t148 if t148.__class__ is bool else _truth(t148)):
-                t152 = t147
-                if t152 is None: t152 = Missing('n')
-                if t152.__class__ is dict and 'source' in t152:
-                    t153 = t152['source']
-                    if t153 is None: t153 = Missing('n.source')
+            t113 = _binop('+', t92, t93, env)
+        t114 = []
+        t115 = env.budget
+        t116 = t8
+        if t116.__class__ is not list: t116 = loop_items(t116)
+        t117 = Env({}, None, t115, env)
+        t118 = t117.values
+        for t119 in t116:
+            t115.left -= 81
+            if t115.left < 0: _charge(env, 0)
+            t118['n'] = t119
+            t117.let_cache = None
+            t121 = t119
+            if t121 is None: t121 = Missing('n')
+            t122 = call_value(env, F_keys.fn, F_keys.cost, False, [t121])
+            if t122.__class__ is list or t122.__class__ is dict or t122.__class__ is str: _charge_operands(env, ('source'), t122)
+            t120 = _compare('in', ('source'), t122)
+            if t120:
+                if t121.__class__ is dict and 'source' in t121:
+                    t124 = t121['source']
+                    if t124 is None: t124 = Missing('n.source')
                 else:
-                    t153 = attr_value(t152, 'source', 'n.source')
-                t145.budget.left -= 1
-                if t145.budget.left < 0: _charge(t145, 0)
-                t154 = type_name(t153)
-                t145.budget.mem -= len(t154)
-                if t145.budget.mem < 0: _charge_mem(t145, 0)
-                if t154.__class__ is str:
-                    t155 = t154 == ('table')
+                    t124 = attr_value(t121, 'source', 'n.source')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t125 = type_name(t124)
+                env.budget.mem -= len(t125)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t125.__class__ is str:
+                    t126 = t125 == ('table')
                 else:
-                    t155 = _compare('==', t154, ('table'))
-                t151 = (t155 if t155.__class__ is bool else _truth(t155))
+                    t126 = _compare('==', t125, ('table'))
+                t123 = t126
             else:
-                t151 = False
-            if (t151 if t151.__class__ is bool else _truth(t151)):
-                t158 = t147
-                if t158 is None: t158 = Missing('n')
-                if t158.__class__ is dict and 'source' in t158:
-                    t159 = t158['source']
-                    if t159 is None: t159 = Missing('n.source')
-                else:
-                    t159 = attr_value(t158, 'source', 'n.source')
-                t160 = call_value(t145, F_keys.fn, F_keys.cost, False, [t159])
-                if t160.__class__ is list or t160.__class__ is dict or t160.__class__ is str: _charge_operands(t145, ('load_dataset_kwargs'), t160)
-                t157 = _compare('in', ('load_dataset_kwargs'), t160)
-                t156 = (t157 if t157.__class__ is bool else _truth(t157))
+                t123 = False
+            if t123:
+                t129 = call_value(env, F_keys.fn, F_keys.cost, False, [t124])
+                if t129.__class__ is list or t129.__class__ is dict or t129.__class__ is str: _charge_operands(env, ('load_dataset_kwargs'), t129)
+                t128 = _compare('in', ('load_dataset_kwargs'), t129)
+                t127 = t128
             else:
-                t156 = False
-            if (t156 if t156.__class__ is bool else _truth(t156)):
-                t162 = t147
-                if t162 is None: t162 = Missing('n')
-                if t162.__class__ is dict and 'source' in t162:
-                    t163 = t162['source']
-                    if t163 is None: t163 = Missing('n.source')
+                t127 = False
+            if t127:
+                if t124.__class__ is dict and 'load_dataset_kwargs' in t124:
+                    t131 = t124['load_dataset_kwargs']
+                    if t131 is None: t131 = Missing('n.source.load_dataset_kwargs')
                 else:
-                    t163 = attr_value(t162, 'source', 'n.source')
-                if t163.__class__ is dict and 'load_dataset_kwargs' in t163:
-                    t164 = t163['load_dataset_kwargs']
-                    if t164 is None: t164 = Missing('n.source.load_dataset_kwargs')
+                    t131 = attr_value(t124, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t132 = type_name(t131)
+                env.budget.mem -= len(t132)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t132.__class__ is str:
+                    t133 = t132 == ('table')
                 else:
-                    t164 = attr_value(t163, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t145.budget.left -= 1
-                if t145.budget.left < 0: _charge(t145, 0)
-                t165 = type_name(t164)
-                t145.budget.mem -= len(t165)
-                if t145.budget.mem < 0: _charge_mem(t145, 0)
-                if t165.__class__ is str:
-                    t166 = t165 == ('table')
-                else:
-                    t166 = _compare('==', t165, ('table'))
-                t161 = (t166 if t166.__class__ is bool else _truth(t166))
+                    t133 = _compare('==', t132, ('table'))
+                t130 = t133
             else:
-                t161 = False
-            if (t161 if t161.__class__ is bool else _truth(t161)):
-                t168 = []
-                t169 = t145.budget
-                t171 = t147
-                if t171 is None: t171 = Missing('n')
-                if t171.__class__ is dict and 'source' in t171:
-                    t172 = t171['source']
-                    if t172 is None: t172 = Missing('n.source')
-                else:
-                    t172 = attr_value(t171, 'source', 'n.source')
-                if t172.__class__ is dict and 'load_dataset_kwargs' in t172:
-                    t173 = t172['load_dataset_kwargs']
-                    if t173 is None: t173 = Missing('n.source.load_dataset_kwargs')
-                else:
-                    t173 = attr_value(t172, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t174 = call_value(t145, F_keys.fn, F_keys.cost, False, [t173])
-                t170 = loop_items(t174)
-                t175 = Env({}, None, t169, t145)
-                t176 = t175.values
-                for t177 in t170:
-                    t169.left -= 8
-                    if t169.left < 0: _charge(t145, 0)
-                    t176['k'] = t177
-                    t175.let_cache = None
-                    t178 = t177
-                    if t178 is None: t178 = Missing('k')
-                    t180 = t175.lookup('hf')
-                    if t180 is None: t180 = Missing('hf')
-                    if t180.__class__ is list or t180.__class__ is dict or t180.__class__ is str: _charge_operands(t175, t178, t180)
-                    t179 = _compare('in', t178, t180)
-                    t168.append(t179)
-                    t169.mem -= 1
-                    if t169.mem < 0: _charge_mem(t145, 0)
-                    if len(t168) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t181 = call_value(t145, F_any.fn, F_any.cost, False, [t168])
-                t167 = (t181 if t181.__class__ is bool else _truth(t181))
+                t130 = False
+            if t130:
+                t135 = []
+                t136 = env.budget
+                t138 = call_value(env, F_keys.fn, F_keys.cost, False, [t131])
+                t137 = t138
+                if t137.__class__ is not list: t137 = loop_items(t137)
+                t139 = Env({}, None, t136, t117)
+                t140 = t139.values
+                for t141 in t137:
+                    t136.left -= 8
+                    if t136.left < 0: _charge(env, 0)
+                    t140['k'] = t141
+                    t139.let_cache = None
+                    t142 = t141
+                    if t142 is None: t142 = Missing('k')
+                    t144 = t139.lookup('hf')
+                    if t144 is None: t144 = Missing('hf')
+                    if t144.__class__ is list or t144.__class__ is dict or t144.__class__ is str: _charge_operands(env, t142, t144)
+                    t143 = _compare('in', t142, t144)
+                    t135.append(t143)
+                    t136.mem -= 1
+                    if t136.mem < 0: _charge_mem(env, 0)
+                    if len(t135) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t145 = call_value(env, F_any.fn, F_any.cost, False, [t135])
+                t134 = (t145 if t145.__class__ is bool else _truth(t145))
             else:
-                t167 = False
-            if (t167 if t167.__class__ is bool else _truth(t167)):
-                t182 = []
-                t183 = t145.budget
-                t185 = t147
-                if t185 is None: t185 = Missing('n')
-                if t185.__class__ is dict and 'source' in t185:
-                    t186 = t185['source']
-                    if t186 is None: t186 = Missing('n.source')
-                else:
-                    t186 = attr_value(t185, 'source', 'n.source')
-                if t186.__class__ is dict and 'load_dataset_kwargs' in t186:
-                    t187 = t186['load_dataset_kwargs']
-                    if t187 is None: t187 = Missing('n.source.load_dataset_kwargs')
-                else:
-                    t187 = attr_value(t186, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t188 = call_value(t145, F_keys.fn, F_keys.cost, False, [t187])
-                t189 = call_value(t145, F_sorted.fn, F_sorted.cost, False, [t188])
-                t184 = loop_items(t189)
-                t190 = Env({}, None, t183, t145)
-                t191 = t190.values
-                for t192 in t184:
-                    t183.left -= 14
-                    if t183.left < 0: _charge(t145, 0)
-                    t191['k'] = t192
-                    t190.let_cache = None
-                    t193 = t192
-                    if t193 is None: t193 = Missing('k')
-                    t195 = t190.lookup('hf')
-                    if t195 is None: t195 = Missing('hf')
-                    if t195.__class__ is list or t195.__class__ is dict or t195.__class__ is str: _charge_operands(t190, t193, t195)
-                    t194 = _compare('in', t193, t195)
-                    if (t194 if t194.__class__ is bool else _truth(t194)):
-                        t196 = t190.lookup('chr_q')
-                        if t196 is None: t196 = Missing('chr_q')
-                        if t196 is None or t196.__class__ is Missing: _need(t196)
-                        t197 = t192
-                        if t197 is None: t197 = Missing('k')
-                        if t197 is None or t197.__class__ is Missing: _need(t197)
-                        if t196.__class__ is int and t197.__class__ is int:
-                            t198 = t196 + t197
-                            if not -MAX_INT <= t198 <= MAX_INT: _check_value(t198)
+                t134 = False
+            if t134:
+                t146 = []
+                t147 = env.budget
+                t149 = call_value(env, F_keys.fn, F_keys.cost, False, [t131])
+                t150 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t149])
+                t148 = t150
+                if t148.__class__ is not list: t148 = loop_items(t148)
+                t151 = Env({}, None, t147, t117)
+                t152 = t151.values
+                for t153 in t148:
+                    t147.left -= 14
+                    if t147.left < 0: _charge(env, 0)
+                    t152['k'] = t153
+                    t151.let_cache = None
+                    t154 = t153
+                    if t154 is None: t154 = Missing('k')
+                    t156 = t151.lookup('hf')
+                    if t156 is None: t156 = Missing('hf')
+                    if t156.__class__ is list or t156.__class__ is dict or t156.__class__ is str: _charge_operands(env, t154, t156)
+                    t155 = _compare('in', t154, t156)
+                    if t155:
+                        t157 = t151.lookup('chr_q')
+                        if t157 is None: t157 = Missing('chr_q')
+                        if t157 is None or t157.__class__ is Missing: _need(t157)
+                        if t154 is None or t154.__class__ is Missing: _need(t154)
+                        if t157.__class__ is int and t154.__class__ is int:
+                            t158 = t157 + t154
+                            if not -MAX_INT <= t158 <= MAX_INT: _check_value(t158)
+                        elif t157.__class__ is list and t154.__class__ is list and len(t157) + len(t154) <= MAX_LIST:
+                            t158 = t157 + t154
+                            env.budget.left -= len(t158)
+                            if env.budget.left < 0: _charge(env, 0)
+                            env.budget.mem -= len(t158)
+                            if env.budget.mem < 0: _charge_mem(env, 0)
                         else:
-                            t198 = _binop('+', t196, t197, t190)
-                        if t198 is None or t198.__class__ is Missing: _need(t198)
-                        if t196 is None or t196.__class__ is Missing: _need(t196)
-                        if t198.__class__ is int and t196.__class__ is int:
-                            t199 = t198 + t196
-                            if not -MAX_INT <= t199 <= MAX_INT: _check_value(t199)
+                            t158 = _binop('+', t157, t154, env)
+                        if t157 is None or t157.__class__ is Missing: _need(t157)
+                        if t158.__class__ is int and t157.__class__ is int:
+                            t159 = t158 + t157
+                            if not -MAX_INT <= t159 <= MAX_INT: _check_value(t159)
+                        elif t158.__class__ is list and t157.__class__ is list and len(t158) + len(t157) <= MAX_LIST:
+                            t159 = t158 + t157
+                            env.budget.left -= len(t159)
+                            if env.budget.left < 0: _charge(env, 0)
+                            env.budget.mem -= len(t159)
+                            if env.budget.mem < 0: _charge_mem(env, 0)
                         else:
-                            t199 = _binop('+', t198, t196, t190)
-                        t182.append(t199)
-                        t183.mem -= 1
-                        if t183.mem < 0: _charge_mem(t145, 0)
-                        if len(t182) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t200 = call_value(t145, F_join.fn, F_join.cost, False, [t182, (', ')])
-                if t200 is None or t200.__class__ is Missing: _need(t200)
-                if ('ValueError: first-class Hugging Face fields repeated in kwargs: [').__class__ is int and t200.__class__ is int:
-                    t201 = ('ValueError: first-class Hugging Face fields repeated in kwargs: [') + t200
-                    if not -MAX_INT <= t201 <= MAX_INT: _check_value(t201)
+                            t159 = _binop('+', t158, t157, env)
+                        t146.append(t159)
+                        t147.mem -= 1
+                        if t147.mem < 0: _charge_mem(env, 0)
+                        if len(t146) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t160 = call_value(env, F_join.fn, F_join.cost, False, [t146, (', ')])
+                if t160 is None or t160.__class__ is Missing: _need(t160)
+                t161 = _binop('+', ('ValueError: first-class Hugging Face fields repeated in kwargs: ['), t160, env)
+                t162 = _binop('+', t161, (']'), env)
+                t163 = t117.lookup('chr_q')
+                if t163 is None: t163 = Missing('chr_q')
+                if t163 is None or t163.__class__ is Missing: _need(t163)
+                t164 = _binop('+', ('when it builds the config (the Hugging Face source Config'), t163, env)
+                t165 = _binop('+', t164, ('s __post_init__)'), env)
+                t166 = []
+                t167 = env.budget
+                t169 = call_value(env, F_keys.fn, F_keys.cost, False, [t131])
+                t170 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t169])
+                t168 = t170
+                if t168.__class__ is not list: t168 = loop_items(t168)
+                t171 = Env({}, None, t167, t117)
+                t172 = t171.values
+                for t173 in t168:
+                    t167.left -= 10
+                    if t167.left < 0: _charge(env, 0)
+                    t172['k'] = t173
+                    t171.let_cache = None
+                    t174 = t173
+                    if t174 is None: t174 = Missing('k')
+                    t176 = t171.lookup('hf')
+                    if t176 is None: t176 = Missing('hf')
+                    if t176.__class__ is list or t176.__class__ is dict or t176.__class__ is str: _charge_operands(env, t174, t176)
+                    t175 = _compare('in', t174, t176)
+                    if t175:
+                        t166.append(t174)
+                        t167.mem -= 1
+                        if t167.mem < 0: _charge_mem(env, 0)
+                        if len(t166) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t177 = call_value(env, F_join.fn, F_join.cost, False, [t166, (', ')])
+                if t177 is None or t177.__class__ is Missing: _need(t177)
+                t178 = _binop('+', ('pass '), t177, env)
+                t179 = _binop('+', t178, (' as the source'), env)
+                if t163 is None or t163.__class__ is Missing: _need(t163)
+                if t179.__class__ is int and t163.__class__ is int:
+                    t180 = t179 + t163
+                    if not -MAX_INT <= t180 <= MAX_INT: _check_value(t180)
+                elif t179.__class__ is list and t163.__class__ is list and len(t179) + len(t163) <= MAX_LIST:
+                    t180 = t179 + t163
+                    env.budget.left -= len(t180)
+                    if env.budget.left < 0: _charge(env, 0)
+                    env.budget.mem -= len(t180)
+                    if env.budget.mem < 0: _charge_mem(env, 0)
                 else:
-                    t201 = _binop('+', ('ValueError: first-class Hugging Face fields repeated in kwargs: ['), t200, t145)
-                if t201 is None or t201.__class__ is Missing: _need(t201)
-                if t201.__class__ is int and (']').__class__ is int:
-                    t202 = t201 + (']')
-                    if not -MAX_INT <= t202 <= MAX_INT: _check_value(t202)
-                else:
-                    t202 = _binop('+', t201, (']'), t145)
-                t203 = t145.lookup('chr_q')
-                if t203 is None: t203 = Missing('chr_q')
-                if t203 is None or t203.__class__ is Missing: _need(t203)
-                if ('when it builds the config (the Hugging Face source Config').__class__ is int and t203.__class__ is int:
-                    t204 = ('when it builds the config (the Hugging Face source Config') + t203
-                    if not -MAX_INT <= t204 <= MAX_INT: _check_value(t204)
-                else:
-                    t204 = _binop('+', ('when it builds the config (the Hugging Face source Config'), t203, t145)
-                if t204 is None or t204.__class__ is Missing: _need(t204)
-                if t204.__class__ is int and ('s __post_init__)').__class__ is int:
-                    t205 = t204 + ('s __post_init__)')
-                    if not -MAX_INT <= t205 <= MAX_INT: _check_value(t205)
-                else:
-                    t205 = _binop('+', t204, ('s __post_init__)'), t145)
-                t206 = []
-                t207 = t145.budget
-                t209 = t147
-                if t209 is None: t209 = Missing('n')
-                if t209.__class__ is dict and 'source' in t209:
-                    t210 = t209['source']
-                    if t210 is None: t210 = Missing('n.source')
-                else:
-                    t210 = attr_value(t209, 'source', 'n.source')
-                if t210.__class__ is dict and 'load_dataset_kwargs' in t210:
-                    t211 = t210['load_dataset_kwargs']
-                    if t211 is None: t211 = Missing('n.source.load_dataset_kwargs')
-                else:
-                    t211 = attr_value(t210, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t212 = call_value(t145, F_keys.fn, F_keys.cost, False, [t211])
-                t213 = call_value(t145, F_sorted.fn, F_sorted.cost, False, [t212])
-                t208 = loop_items(t213)
-                t214 = Env({}, None, t207, t145)
-                t215 = t214.values
-                for t216 in t208:
-                    t207.left -= 10
-                    if t207.left < 0: _charge(t145, 0)
-                    t215['k'] = t216
-                    t214.let_cache = None
-                    t217 = t216
-                    if t217 is None: t217 = Missing('k')
-                    t219 = t214.lookup('hf')
-                    if t219 is None: t219 = Missing('hf')
-                    if t219.__class__ is list or t219.__class__ is dict or t219.__class__ is str: _charge_operands(t214, t217, t219)
-                    t218 = _compare('in', t217, t219)
-                    if (t218 if t218.__class__ is bool else _truth(t218)):
-                        t220 = t216
-                        if t220 is None: t220 = Missing('k')
-                        t206.append(t220)
-                        t207.mem -= 1
-                        if t207.mem < 0: _charge_mem(t145, 0)
-                        if len(t206) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t221 = call_value(t145, F_join.fn, F_join.cost, False, [t206, (', ')])
-                if t221 is None or t221.__class__ is Missing: _need(t221)
-                if ('pass ').__class__ is int and t221.__class__ is int:
-                    t222 = ('pass ') + t221
-                    if not -MAX_INT <= t222 <= MAX_INT: _check_value(t222)
-                else:
-                    t222 = _binop('+', ('pass '), t221, t145)
-                if t222 is None or t222.__class__ is Missing: _need(t222)
-                if t222.__class__ is int and (' as the source').__class__ is int:
-                    t223 = t222 + (' as the source')
-                    if not -MAX_INT <= t223 <= MAX_INT: _check_value(t223)
-                else:
-                    t223 = _binop('+', t222, (' as the source'), t145)
-                if t223 is None or t223.__class__ is Missing: _need(t223)
-                if t203 is None or t203.__class__ is Missing: _need(t203)
-                if t223.__class__ is int and t203.__class__ is int:
-                    t224 = t223 + t203
-                    if not -MAX_INT <= t224 <= MAX_INT: _check_value(t224)
-                else:
-                    t224 = _binop('+', t223, t203, t145)
-                if t224 is None or t224.__class__ is Missing: _need(t224)
-                if t224.__class__ is int and ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself').__class__ is int:
-                    t225 = t224 + ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself')
-                    if not -MAX_INT <= t225 <= MAX_INT: _check_value(t225)
-                else:
-                    t225 = _binop('+', t224, ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'), t145)
-                t226 = [t202, t205, t225]
-                t142.append(t226)
-                t143.mem -= 1
-                if t143.mem < 0: _charge_mem(env, 0)
-                if len(t142) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t142 is None or t142.__class__ is Missing: _need(t142)
-        if t141.__class__ is int and t142.__class__ is int:
-            t227 = t141 + t142
-            if not -MAX_INT <= t227 <= MAX_INT: _check_value(t227)
+                    t180 = _binop('+', t179, t163, env)
+                t181 = _binop('+', t180, ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'), env)
+                t182 = [t162, t165, t181]
+                t114.append(t182)
+                t115.mem -= 1
+                if t115.mem < 0: _charge_mem(env, 0)
+                if len(t114) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t114 is None or t114.__class__ is Missing: _need(t114)
+        if t113.__class__ is int and t114.__class__ is int:
+            t183 = t113 + t114
+            if not -MAX_INT <= t183 <= MAX_INT: _check_value(t183)
+        elif t113.__class__ is list and t114.__class__ is list and len(t113) + len(t114) <= MAX_LIST:
+            t183 = t113 + t114
+            env.budget.left -= len(t183)
+            if env.budget.left < 0: _charge(env, 0)
+            env.budget.mem -= len(t183)
+            if env.budget.mem < 0: _charge_mem(env, 0)
         else:
-            t227 = _binop('+', t141, t142, env)
-        t3 = t227
+            t183 = _binop('+', t113, t114, env)
+        t3 = t183
     return t3
 
 def e351(env):
@@ -10431,14 +10438,14 @@ def e351(env):
         t4 = t3 == ('table')
     else:
         t4 = _compare('==', t3, ('table'))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t2])
         if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, ('dataset'), t7)
         t6 = _compare('in', ('dataset'), t7)
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = t6
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         if t2.__class__ is dict and 'dataset' in t2:
             t9 = t2['dataset']
             if t9 is None: t9 = Missing('config.dataloader.dataset')
@@ -10453,16 +10460,11 @@ def e351(env):
             t11 = t10 == ('table')
         else:
             t11 = _compare('==', t10, ('table'))
-        t8 = (t11 if t11.__class__ is bool else _truth(t11))
+        t8 = t11
     else:
         t8 = False
-    if (t8 if t8.__class__ is bool else _truth(t8)):
-        if t2.__class__ is dict and 'dataset' in t2:
-            t13 = t2['dataset']
-            if t13 is None: t13 = Missing('config.dataloader.dataset')
-        else:
-            t13 = attr_value(t2, 'dataset', 'config.dataloader.dataset')
-        t12 = t13
+    if t8:
+        t12 = t9
     else:
         t12 = (None)
     return t12
@@ -10479,14 +10481,14 @@ def e352(env):
         t3 = t2 == ('table')
     else:
         t3 = _compare('==', t2, ('table'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('dataset'), t6)
         t5 = _compare('in', ('dataset'), t6)
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = t5
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t1.__class__ is dict and 'dataset' in t1:
             t8 = t1['dataset']
             if t8 is None: t8 = Missing('d.dataset')
@@ -10501,16 +10503,11 @@ def e352(env):
             t10 = t9 == ('table')
         else:
             t10 = _compare('==', t9, ('table'))
-        t7 = (t10 if t10.__class__ is bool else _truth(t10))
+        t7 = t10
     else:
         t7 = False
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        if t1.__class__ is dict and 'dataset' in t1:
-            t12 = t1['dataset']
-            if t12 is None: t12 = Missing('d.dataset')
-        else:
-            t12 = attr_value(t1, 'dataset', 'd.dataset')
-        t11 = t12
+    if t7:
+        t11 = t8
     else:
         t11 = (None)
     return t11
@@ -10527,14 +10524,14 @@ def e353(env):
         t3 = t2 == ('table')
     else:
         t3 = _compare('==', t2, ('table'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('dataset'), t6)
         t5 = _compare('in', ('dataset'), t6)
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = t5
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t1.__class__ is dict and 'dataset' in t1:
             t8 = t1['dataset']
             if t8 is None: t8 = Missing('d2.dataset')
@@ -10549,16 +10546,11 @@ def e353(env):
             t10 = t9 == ('table')
         else:
             t10 = _compare('==', t9, ('table'))
-        t7 = (t10 if t10.__class__ is bool else _truth(t10))
+        t7 = t10
     else:
         t7 = False
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        if t1.__class__ is dict and 'dataset' in t1:
-            t12 = t1['dataset']
-            if t12 is None: t12 = Missing('d2.dataset')
-        else:
-            t12 = attr_value(t1, 'dataset', 'd2.dataset')
-        t11 = t12
+    if t7:
+        t11 = t8
     else:
         t11 = (None)
     return t11
@@ -10575,14 +10567,14 @@ def e354(env):
         t3 = t2 == ('table')
     else:
         t3 = _compare('==', t2, ('table'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('dataset'), t6)
         t5 = _compare('in', ('dataset'), t6)
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = t5
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         if t1.__class__ is dict and 'dataset' in t1:
             t8 = t1['dataset']
             if t8 is None: t8 = Missing('d3.dataset')
@@ -10597,16 +10589,11 @@ def e354(env):
             t10 = t9 == ('table')
         else:
             t10 = _compare('==', t9, ('table'))
-        t7 = (t10 if t10.__class__ is bool else _truth(t10))
+        t7 = t10
     else:
         t7 = False
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        if t1.__class__ is dict and 'dataset' in t1:
-            t12 = t1['dataset']
-            if t12 is None: t12 = Missing('d3.dataset')
-        else:
-            t12 = attr_value(t1, 'dataset', 'd3.dataset')
-        t11 = t12
+    if t7:
+        t11 = t8
     else:
         t11 = (None)
     return t11
@@ -10623,29 +10610,24 @@ def e355(env):
     t7 = env.lookup('d4')
     if t7 is None: t7 = Missing('d4')
     t8 = [t4, t5, t6, t7]
-    t3 = loop_items(t8)
-    t9 = Env({}, None, t2, env)
-    t10 = t9.values
+    t3 = t8
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t11 in t3:
         t2.left -= 11
         if t2.left < 0: _charge(env, 0)
-        t10['c'] = t11
-        t9.let_cache = None
         t12 = t11
         if t12 is None: t12 = Missing('c')
-        t9.budget.left -= 1
-        if t9.budget.left < 0: _charge(t9, 0)
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
         t13 = type_name(t12)
-        t9.budget.mem -= len(t13)
-        if t9.budget.mem < 0: _charge_mem(t9, 0)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         if t13.__class__ is str:
             t14 = t13 == ('table')
         else:
             t14 = _compare('==', t13, ('table'))
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t15 = t11
-            if t15 is None: t15 = Missing('c')
-            t1.append(t15)
+        if t14:
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -10658,142 +10640,113 @@ def e356(env):
     t5 = env.budget
     t7 = env.lookup('chain')
     if t7 is None: t7 = Missing('chain')
-    t6 = loop_items(t7)
-    t8 = Env({}, None, t5, env)
-    t9 = t8.values
+    t6 = t7
+    if t6.__class__ is not list: t6 = loop_items(t6)
     for t10 in t6:
         t5.left -= 14
         if t5.left < 0: _charge(env, 0)
-        t9['c'] = t10
-        t8.let_cache = None
         t12 = t10
         if t12 is None: t12 = Missing('c')
-        t13 = call_value(t8, F_keys.fn, F_keys.cost, False, [t12])
-        if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, ('datasets'), t13)
+        t13 = call_value(env, F_keys.fn, F_keys.cost, False, [t12])
+        if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, ('datasets'), t13)
         t11 = _compare('in', ('datasets'), t13)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t15 = t10
-            if t15 is None: t15 = Missing('c')
-            if t15.__class__ is dict and 'datasets' in t15:
-                t16 = t15['datasets']
-                if t16 is None: t16 = Missing('c.datasets')
+        if t11:
+            if t12.__class__ is dict and 'datasets' in t12:
+                t15 = t12['datasets']
+                if t15 is None: t15 = Missing('c.datasets')
             else:
-                t16 = attr_value(t15, 'datasets', 'c.datasets')
-            t8.budget.left -= 1
-            if t8.budget.left < 0: _charge(t8, 0)
-            t17 = type_name(t16)
-            t8.budget.mem -= len(t17)
-            if t8.budget.mem < 0: _charge_mem(t8, 0)
-            if t17.__class__ is str:
-                t18 = t17 == ('list')
+                t15 = attr_value(t12, 'datasets', 'c.datasets')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t16 = type_name(t15)
+            env.budget.mem -= len(t16)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t16.__class__ is str:
+                t17 = t16 == ('list')
             else:
-                t18 = _compare('==', t17, ('list'))
-            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = _compare('==', t16, ('list'))
+            t14 = t17
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t19 = t10
-            if t19 is None: t19 = Missing('c')
-            if t19.__class__ is dict and 'datasets' in t19:
-                t20 = t19['datasets']
-                if t20 is None: t20 = Missing('c.datasets')
-            else:
-                t20 = attr_value(t19, 'datasets', 'c.datasets')
-            t4.append(t20)
+        if t14:
+            t4.append(t15)
             t5.mem -= 1
             if t5.mem < 0: _charge_mem(env, 0)
             if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t4.__class__ is list or t4.__class__ is str or t4.__class__ is dict:
-        t21 = len(t4)
-        env.budget.left -= t21 if t21 > 1 else 1
+        t18 = len(t4)
+        env.budget.left -= t18 if t18 > 1 else 1
         if env.budget.left < 0: _charge(env, 0)
     else:
-        t21 = call_value(env, F_len.fn, F_len.cost, False, [t4])
-    if t21.__class__ is int:
-        t22 = t21 > (0)
+        t18 = call_value(env, F_len.fn, F_len.cost, False, [t4])
+    if t18.__class__ is int:
+        t19 = t18 > (0)
     else:
-        t22 = _compare('>', t21, (0))
-    if (t22 if t22.__class__ is bool else _truth(t22)):
-        t24 = []
-        t25 = env.budget
-        t26 = loop_items(t7)
-        t27 = Env({}, None, t25, env)
-        t28 = t27.values
-        for t29 in t26:
-            t25.left -= 14
-            if t25.left < 0: _charge(env, 0)
-            t28['c'] = t29
-            t27.let_cache = None
-            t31 = t29
-            if t31 is None: t31 = Missing('c')
-            t32 = call_value(t27, F_keys.fn, F_keys.cost, False, [t31])
-            if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t27, ('datasets'), t32)
-            t30 = _compare('in', ('datasets'), t32)
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                t34 = t29
-                if t34 is None: t34 = Missing('c')
-                if t34.__class__ is dict and 'datasets' in t34:
-                    t35 = t34['datasets']
-                    if t35 is None: t35 = Missing('c.datasets')
+        t19 = _compare('>', t18, (0))
+    if t19:
+        t21 = []
+        t22 = env.budget
+        t23 = t7
+        if t23.__class__ is not list: t23 = loop_items(t23)
+        for t26 in t23:
+            t22.left -= 14
+            if t22.left < 0: _charge(env, 0)
+            t28 = t26
+            if t28 is None: t28 = Missing('c')
+            t29 = call_value(env, F_keys.fn, F_keys.cost, False, [t28])
+            if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, ('datasets'), t29)
+            t27 = _compare('in', ('datasets'), t29)
+            if t27:
+                if t28.__class__ is dict and 'datasets' in t28:
+                    t31 = t28['datasets']
+                    if t31 is None: t31 = Missing('c.datasets')
                 else:
-                    t35 = attr_value(t34, 'datasets', 'c.datasets')
-                t27.budget.left -= 1
-                if t27.budget.left < 0: _charge(t27, 0)
-                t36 = type_name(t35)
-                t27.budget.mem -= len(t36)
-                if t27.budget.mem < 0: _charge_mem(t27, 0)
-                if t36.__class__ is str:
-                    t37 = t36 == ('list')
+                    t31 = attr_value(t28, 'datasets', 'c.datasets')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t32 = type_name(t31)
+                env.budget.mem -= len(t32)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                if t32.__class__ is str:
+                    t33 = t32 == ('list')
                 else:
-                    t37 = _compare('==', t36, ('list'))
-                t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                    t33 = _compare('==', t32, ('list'))
+                t30 = t33
             else:
-                t33 = False
-            if (t33 if t33.__class__ is bool else _truth(t33)):
-                t38 = t29
-                if t38 is None: t38 = Missing('c')
-                if t38.__class__ is dict and 'datasets' in t38:
-                    t39 = t38['datasets']
-                    if t39 is None: t39 = Missing('c.datasets')
-                else:
-                    t39 = attr_value(t38, 'datasets', 'c.datasets')
-                t24.append(t39)
-                t25.mem -= 1
-                if t25.mem < 0: _charge_mem(env, 0)
-                if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t24.__class__ is list and len(t24) > 0:
-            t40 = t24[0]
-            if t40 is None: t40 = Missing('?[0]')
+                t30 = False
+            if t30:
+                t21.append(t31)
+                t22.mem -= 1
+                if t22.mem < 0: _charge_mem(env, 0)
+                if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t21.__class__ is list and len(t21) > 0:
+            t34 = t21[0]
+            if t34 is None: t34 = Missing('?[0]')
         else:
-            t40 = index_value(t24, (0), '?')
-        t23 = t40
+            t34 = index_value(t21, (0), '?')
+        t20 = t34
     else:
-        t41 = K125
-        t23 = t41
-    t3 = loop_items(t23)
-    t42 = Env({}, None, t2, env)
-    t43 = t42.values
-    for t44 in t3:
+        t35 = K125
+        t20 = t35
+    t3 = t20
+    if t3.__class__ is not list: t3 = loop_items(t3)
+    for t38 in t3:
         t2.left -= 41
         if t2.left < 0: _charge(env, 0)
-        t43['x'] = t44
-        t42.let_cache = None
-        t45 = t44
-        if t45 is None: t45 = Missing('x')
-        t42.budget.left -= 1
-        if t42.budget.left < 0: _charge(t42, 0)
-        t46 = type_name(t45)
-        t42.budget.mem -= len(t46)
-        if t42.budget.mem < 0: _charge_mem(t42, 0)
-        if t46.__class__ is str:
-            t47 = t46 == ('table')
+        t39 = t38
+        if t39 is None: t39 = Missing('x')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t40 = type_name(t39)
+        env.budget.mem -= len(t40)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        if t40.__class__ is str:
+            t41 = t40 == ('table')
         else:
-            t47 = _compare('==', t46, ('table'))
-        if (t47 if t47.__class__ is bool else _truth(t47)):
-            t48 = t44
-            if t48 is None: t48 = Missing('x')
-            t1.append(t48)
+            t41 = _compare('==', t40, ('table'))
+        if t41:
+            t1.append(t39)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -10809,164 +10762,144 @@ def e357(env):
     if t1.__class__ is int and t2.__class__ is int:
         t3 = t1 + t2
         if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    elif t1.__class__ is list and t2.__class__ is list and len(t1) + len(t2) <= MAX_LIST:
+        t3 = t1 + t2
+        env.budget.left -= len(t3)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t3)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t3 = _binop('+', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = []
     t5 = env.budget
-    t6 = loop_items(t2)
-    t7 = Env({}, None, t5, env)
-    t8 = t7.values
+    t6 = t2
+    if t6.__class__ is not list: t6 = loop_items(t6)
     for t9 in t6:
         t5.left -= 14
         if t5.left < 0: _charge(env, 0)
-        t8['x'] = t9
-        t7.let_cache = None
         t11 = t9
         if t11 is None: t11 = Missing('x')
-        t12 = call_value(t7, F_keys.fn, F_keys.cost, False, [t11])
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, ('dataset'), t12)
+        t12 = call_value(env, F_keys.fn, F_keys.cost, False, [t11])
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, ('dataset'), t12)
         t10 = _compare('in', ('dataset'), t12)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t14 = t9
-            if t14 is None: t14 = Missing('x')
-            if t14.__class__ is dict and 'dataset' in t14:
-                t15 = t14['dataset']
-                if t15 is None: t15 = Missing('x.dataset')
+        if t10:
+            if t11.__class__ is dict and 'dataset' in t11:
+                t14 = t11['dataset']
+                if t14 is None: t14 = Missing('x.dataset')
             else:
-                t15 = attr_value(t14, 'dataset', 'x.dataset')
-            t7.budget.left -= 1
-            if t7.budget.left < 0: _charge(t7, 0)
-            t16 = type_name(t15)
-            t7.budget.mem -= len(t16)
-            if t7.budget.mem < 0: _charge_mem(t7, 0)
-            if t16.__class__ is str:
-                t17 = t16 == ('table')
+                t14 = attr_value(t11, 'dataset', 'x.dataset')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t15 = type_name(t14)
+            env.budget.mem -= len(t15)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t15.__class__ is str:
+                t16 = t15 == ('table')
             else:
-                t17 = _compare('==', t16, ('table'))
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, ('table'))
+            t13 = t16
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = t9
-            if t18 is None: t18 = Missing('x')
-            if t18.__class__ is dict and 'dataset' in t18:
-                t19 = t18['dataset']
-                if t19 is None: t19 = Missing('x.dataset')
-            else:
-                t19 = attr_value(t18, 'dataset', 'x.dataset')
-            t4.append(t19)
+        if t13:
+            t4.append(t14)
             t5.mem -= 1
             if t5.mem < 0: _charge_mem(env, 0)
             if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     if t3.__class__ is int and t4.__class__ is int:
-        t20 = t3 + t4
-        if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+        t17 = t3 + t4
+        if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+    elif t3.__class__ is list and t4.__class__ is list and len(t3) + len(t4) <= MAX_LIST:
+        t17 = t3 + t4
+        env.budget.left -= len(t17)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t17)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
-        t20 = _binop('+', t3, t4, env)
-    if t20 is None or t20.__class__ is Missing: _need(t20)
+        t17 = _binop('+', t3, t4, env)
+    t18 = []
+    t19 = env.budget
     t21 = []
     t22 = env.budget
-    t24 = []
-    t25 = env.budget
-    t26 = loop_items(t2)
-    t27 = Env({}, None, t25, env)
-    t28 = t27.values
-    for t29 in t26:
-        t25.left -= 14
-        if t25.left < 0: _charge(env, 0)
-        t28['x'] = t29
-        t27.let_cache = None
-        t31 = t29
-        if t31 is None: t31 = Missing('x')
-        t32 = call_value(t27, F_keys.fn, F_keys.cost, False, [t31])
-        if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t27, ('dataset'), t32)
-        t30 = _compare('in', ('dataset'), t32)
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t34 = t29
-            if t34 is None: t34 = Missing('x')
-            if t34.__class__ is dict and 'dataset' in t34:
-                t35 = t34['dataset']
-                if t35 is None: t35 = Missing('x.dataset')
-            else:
-                t35 = attr_value(t34, 'dataset', 'x.dataset')
-            t27.budget.left -= 1
-            if t27.budget.left < 0: _charge(t27, 0)
-            t36 = type_name(t35)
-            t27.budget.mem -= len(t36)
-            if t27.budget.mem < 0: _charge_mem(t27, 0)
-            if t36.__class__ is str:
-                t37 = t36 == ('table')
-            else:
-                t37 = _compare('==', t36, ('table'))
-            t33 = (t37 if t37.__class__ is bool else _truth(t37))
-        else:
-            t33 = False
-        if (t33 if t33.__class__ is bool else _truth(t33)):
-            t38 = t29
-            if t38 is None: t38 = Missing('x')
-            if t38.__class__ is dict and 'dataset' in t38:
-                t39 = t38['dataset']
-                if t39 is None: t39 = Missing('x.dataset')
-            else:
-                t39 = attr_value(t38, 'dataset', 'x.dataset')
-            t24.append(t39)
-            t25.mem -= 1
-            if t25.mem < 0: _charge_mem(env, 0)
-            if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t23 = loop_items(t24)
-    t40 = Env({}, None, t22, env)
-    t41 = t40.values
-    for t42 in t23:
-        t22.left -= 27
+    t23 = t2
+    if t23.__class__ is not list: t23 = loop_items(t23)
+    for t26 in t23:
+        t22.left -= 14
         if t22.left < 0: _charge(env, 0)
-        t41['y'] = t42
-        t40.let_cache = None
-        t44 = t42
-        if t44 is None: t44 = Missing('y')
-        t45 = call_value(t40, F_keys.fn, F_keys.cost, False, [t44])
-        if t45.__class__ is list or t45.__class__ is dict or t45.__class__ is str: _charge_operands(t40, ('dataset'), t45)
-        t43 = _compare('in', ('dataset'), t45)
-        if (t43 if t43.__class__ is bool else _truth(t43)):
-            t47 = t42
-            if t47 is None: t47 = Missing('y')
-            if t47.__class__ is dict and 'dataset' in t47:
-                t48 = t47['dataset']
-                if t48 is None: t48 = Missing('y.dataset')
+        t28 = t26
+        if t28 is None: t28 = Missing('x')
+        t29 = call_value(env, F_keys.fn, F_keys.cost, False, [t28])
+        if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, ('dataset'), t29)
+        t27 = _compare('in', ('dataset'), t29)
+        if t27:
+            if t28.__class__ is dict and 'dataset' in t28:
+                t31 = t28['dataset']
+                if t31 is None: t31 = Missing('x.dataset')
             else:
-                t48 = attr_value(t47, 'dataset', 'y.dataset')
-            t40.budget.left -= 1
-            if t40.budget.left < 0: _charge(t40, 0)
-            t49 = type_name(t48)
-            t40.budget.mem -= len(t49)
-            if t40.budget.mem < 0: _charge_mem(t40, 0)
-            if t49.__class__ is str:
-                t50 = t49 == ('table')
+                t31 = attr_value(t28, 'dataset', 'x.dataset')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t32 = type_name(t31)
+            env.budget.mem -= len(t32)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t32.__class__ is str:
+                t33 = t32 == ('table')
             else:
-                t50 = _compare('==', t49, ('table'))
-            t46 = (t50 if t50.__class__ is bool else _truth(t50))
+                t33 = _compare('==', t32, ('table'))
+            t30 = t33
         else:
-            t46 = False
-        if (t46 if t46.__class__ is bool else _truth(t46)):
-            t51 = t42
-            if t51 is None: t51 = Missing('y')
-            if t51.__class__ is dict and 'dataset' in t51:
-                t52 = t51['dataset']
-                if t52 is None: t52 = Missing('y.dataset')
-            else:
-                t52 = attr_value(t51, 'dataset', 'y.dataset')
-            t21.append(t52)
+            t30 = False
+        if t30:
+            t21.append(t31)
             t22.mem -= 1
             if t22.mem < 0: _charge_mem(env, 0)
             if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t21 is None or t21.__class__ is Missing: _need(t21)
-    if t20.__class__ is int and t21.__class__ is int:
-        t53 = t20 + t21
-        if not -MAX_INT <= t53 <= MAX_INT: _check_value(t53)
+    t20 = t21
+    if t20.__class__ is not list: t20 = loop_items(t20)
+    for t36 in t20:
+        t19.left -= 27
+        if t19.left < 0: _charge(env, 0)
+        t38 = t36
+        if t38 is None: t38 = Missing('y')
+        t39 = call_value(env, F_keys.fn, F_keys.cost, False, [t38])
+        if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, ('dataset'), t39)
+        t37 = _compare('in', ('dataset'), t39)
+        if t37:
+            if t38.__class__ is dict and 'dataset' in t38:
+                t41 = t38['dataset']
+                if t41 is None: t41 = Missing('y.dataset')
+            else:
+                t41 = attr_value(t38, 'dataset', 'y.dataset')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t42 = type_name(t41)
+            env.budget.mem -= len(t42)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t42.__class__ is str:
+                t43 = t42 == ('table')
+            else:
+                t43 = _compare('==', t42, ('table'))
+            t40 = t43
+        else:
+            t40 = False
+        if t40:
+            t18.append(t41)
+            t19.mem -= 1
+            if t19.mem < 0: _charge_mem(env, 0)
+            if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t18 is None or t18.__class__ is Missing: _need(t18)
+    if t17.__class__ is int and t18.__class__ is int:
+        t44 = t17 + t18
+        if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
+    elif t17.__class__ is list and t18.__class__ is list and len(t17) + len(t18) <= MAX_LIST:
+        t44 = t17 + t18
+        env.budget.left -= len(t44)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t44)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
-        t53 = _binop('+', t20, t21, env)
-    return t53
+        t44 = _binop('+', t17, t18, env)
+    return t44
 
 def e358(env):
     t1 = K126
@@ -10976,9 +10909,14 @@ def e359(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
     t3 = K127
-    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-    t2 = _compare('in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t1.__class__ is str or t1.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t2 = t1 in t3
+    else:
+        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
+        t2 = _compare('in', t1, t3)
+    if t2:
         t5 = env.lookup('mrope')
         if t5 is None: t5 = Missing('mrope')
         if (t5 if t5.__class__ is bool else _truth(t5)):
@@ -10986,11 +10924,11 @@ def e359(env):
                 t7 = t1 != ('block')
             else:
                 t7 = _compare('!=', t1, ('block'))
-            t6 = (t7 if t7.__class__ is bool else _truth(t7))
+            t6 = t7
         else:
             t6 = False
-        t8 = not (t6 if t6.__class__ is bool else _truth(t6))
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+        t8 = not t6
+        t4 = t8
     else:
         t4 = False
     return t4
@@ -11004,9 +10942,14 @@ def e360(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K128
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'dataloader' in t6:
@@ -11023,7 +10966,7 @@ def e360(env):
             t9 = t8 == ('table')
         else:
             t9 = _compare('==', t8, ('table'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('order')
             if t11 is None: t11 = Missing('order')
             env.budget.left -= 1
@@ -11035,10 +10978,10 @@ def e360(env):
                 t13 = t12 == ('string')
             else:
                 t13 = _compare('==', t12, ('string'))
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t15 = env.lookup('mrope')
             if t15 is None: t15 = Missing('mrope')
             env.budget.left -= 1
@@ -11050,10 +10993,10 @@ def e360(env):
                 t17 = t16 == ('bool')
             else:
                 t17 = _compare('==', t16, ('bool'))
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+            t14 = t17
         else:
             t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+        t5 = t14
     else:
         t5 = False
     return t5
@@ -11065,7 +11008,7 @@ def e361(env):
         t2 = t1 == ('0.3.0')
     else:
         t2 = _compare('==', t1, ('0.3.0'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('config')
         if t4 is None: t4 = Missing('config')
         if t4.__class__ is dict and 'dataloader' in t4:
@@ -11082,18 +11025,11 @@ def e361(env):
             t7 = t6 == ('MMDataLoader.Config')
         else:
             t7 = _compare('==', t6, ('MMDataLoader.Config'))
-        t3 = (t7 if t7.__class__ is bool else _truth(t7))
+        t3 = t7
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('config')
-        if t9 is None: t9 = Missing('config')
-        if t9.__class__ is dict and 'dataloader' in t9:
-            t10 = t9['dataloader']
-            if t10 is None: t10 = Missing('config.dataloader')
-        else:
-            t10 = attr_value(t9, 'dataloader', 'config.dataloader')
-        t8 = t10
+    if t3:
+        t8 = t5
     else:
         t8 = (None)
     return t8
@@ -11110,27 +11046,22 @@ def e362(env):
         t3 = t2 == ('table')
     else:
         t3 = _compare('==', t2, ('table'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('patch_order'), t6)
         t5 = _compare('in', ('patch_order'), t6)
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if t5:
             if t1.__class__ is dict and 'patch_order' in t1:
                 t8 = t1['patch_order']
                 if t8 is None: t8 = Missing('c.patch_order')
             else:
                 t8 = attr_value(t1, 'patch_order', 'c.patch_order')
             t9 = not (t8 is None or t8.__class__ is Missing)
-            t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            t7 = t9
         else:
             t7 = False
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            if t1.__class__ is dict and 'patch_order' in t1:
-                t11 = t1['patch_order']
-                if t11 is None: t11 = Missing('c.patch_order')
-            else:
-                t11 = attr_value(t1, 'patch_order', 'c.patch_order')
-            t10 = t11
+        if t7:
+            t10 = t8
         else:
             t10 = ('block')
         t4 = t10
@@ -11150,27 +11081,22 @@ def e363(env):
         t3 = t2 == ('table')
     else:
         t3 = _compare('==', t2, ('table'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t3:
         t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('build_mrope_positions'), t6)
         t5 = _compare('in', ('build_mrope_positions'), t6)
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if t5:
             if t1.__class__ is dict and 'build_mrope_positions' in t1:
                 t8 = t1['build_mrope_positions']
                 if t8 is None: t8 = Missing('c.build_mrope_positions')
             else:
                 t8 = attr_value(t1, 'build_mrope_positions', 'c.build_mrope_positions')
             t9 = not (t8 is None or t8.__class__ is Missing)
-            t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            t7 = t9
         else:
             t7 = False
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            if t1.__class__ is dict and 'build_mrope_positions' in t1:
-                t11 = t1['build_mrope_positions']
-                if t11 is None: t11 = Missing('c.build_mrope_positions')
-            else:
-                t11 = attr_value(t1, 'build_mrope_positions', 'c.build_mrope_positions')
-            t10 = t11
+        if t7:
+            t10 = t8
         else:
             t10 = (False)
         t4 = t10
@@ -11206,35 +11132,25 @@ def e368(env):
     t3 = K129
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if _truth(t2):
+    if t2:
         t5 = env.lookup('chr_q')
         if t5 is None: t5 = Missing('chr_q')
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('patch_order must be '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, ('block'), env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t8 = _binop('+', t7, t5, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', t8, (' or '), env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t10 = _binop('+', t9, t5, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('+', t10, ('raster'), env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t12 = _binop('+', t11, t5, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('+', t12, (', got '), env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t14 = _binop('+', t13, t5, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t15 = _binop('+', t14, t1, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t16 = _binop('+', t15, t5, env)
         t4 = t16
@@ -11243,20 +11159,14 @@ def e368(env):
         if t17 is None: t17 = Missing('chr_q')
         if t17 is None or t17.__class__ is Missing: _need(t17)
         t18 = _binop('+', ('MRoPE requires patch_order='), t17, env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
         t19 = _binop('+', t18, ('block'), env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
         if t17 is None or t17.__class__ is Missing: _need(t17)
         t20 = _binop('+', t19, t17, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
         t21 = _binop('+', t20, (', got '), env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
         if t17 is None or t17.__class__ is Missing: _need(t17)
         t22 = _binop('+', t21, t17, env)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t23 = _binop('+', t22, t1, env)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
         if t17 is None or t17.__class__ is Missing: _need(t17)
         t24 = _binop('+', t23, t17, env)
         t4 = t24
@@ -11268,7 +11178,7 @@ def e369(env):
     t3 = K130
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if _truth(t2):
+    if t2:
         t4 = ('use patch_order="block" (the default) or "raster"')
     else:
         t4 = ('use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE')
@@ -11283,9 +11193,14 @@ def e370(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K131
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('config')
         if t6 is None: t6 = Missing('config')
         if t6.__class__ is dict and 'dataloader' in t6:
@@ -11302,7 +11217,7 @@ def e370(env):
             t9 = t8 == ('table')
         else:
             t9 = _compare('==', t8, ('table'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = env.lookup('order')
             if t11 is None: t11 = Missing('order')
             env.budget.left -= 1
@@ -11314,10 +11229,10 @@ def e370(env):
                 t13 = t12 == ('string')
             else:
                 t13 = _compare('==', t12, ('string'))
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t10 = t13
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             t15 = env.lookup('mrope')
             if t15 is None: t15 = Missing('mrope')
             env.budget.left -= 1
@@ -11329,10 +11244,10 @@ def e370(env):
                 t17 = t16 == ('bool')
             else:
                 t17 = _compare('==', t16, ('bool'))
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+            t14 = t17
         else:
             t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+        t5 = t14
     else:
         t5 = False
     return t5
@@ -11344,7 +11259,7 @@ def e371(env):
         t2 = t1 == ('main@b5bcd76c6')
     else:
         t2 = _compare('==', t1, ('main@b5bcd76c6'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t5 = env.lookup('config')
         if t5 is None: t5 = Missing('config')
         if t5.__class__ is dict and 'dataloader' in t5:
@@ -11355,77 +11270,46 @@ def e371(env):
         t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t6])
         if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, ('collator'), t7)
         t4 = _compare('in', ('collator'), t7)
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = t4
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('config')
-        if t9 is None: t9 = Missing('config')
-        if t9.__class__ is dict and 'dataloader' in t9:
-            t10 = t9['dataloader']
-            if t10 is None: t10 = Missing('config.dataloader')
+    if t3:
+        if t6.__class__ is dict and 'collator' in t6:
+            t9 = t6['collator']
+            if t9 is None: t9 = Missing('config.dataloader.collator')
         else:
-            t10 = attr_value(t9, 'dataloader', 'config.dataloader')
-        if t10.__class__ is dict and 'collator' in t10:
-            t11 = t10['collator']
-            if t11 is None: t11 = Missing('config.dataloader.collator')
-        else:
-            t11 = attr_value(t10, 'collator', 'config.dataloader.collator')
+            t9 = attr_value(t6, 'collator', 'config.dataloader.collator')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t12 = type_name(t11)
-        env.budget.mem -= len(t12)
+        t10 = type_name(t9)
+        env.budget.mem -= len(t10)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        if t12.__class__ is str:
-            t13 = t12 == ('table')
+        if t10.__class__ is str:
+            t11 = t10 == ('table')
         else:
-            t13 = _compare('==', t12, ('table'))
-        t8 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = _compare('==', t10, ('table'))
+        t8 = t11
     else:
         t8 = False
-    if (t8 if t8.__class__ is bool else _truth(t8)):
-        t16 = env.lookup('config')
-        if t16 is None: t16 = Missing('config')
-        if t16.__class__ is dict and 'dataloader' in t16:
-            t17 = t16['dataloader']
-            if t17 is None: t17 = Missing('config.dataloader')
+    if t8:
+        t14 = call_value(env, F_keys.fn, F_keys.cost, False, [t9])
+        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, ('patch_order'), t14)
+        t13 = _compare('in', ('patch_order'), t14)
+        if not t13:
+            t17 = call_value(env, F_keys.fn, F_keys.cost, False, [t9])
+            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, ('build_mrope_positions'), t17)
+            t16 = _compare('in', ('build_mrope_positions'), t17)
+            t15 = t16
         else:
-            t17 = attr_value(t16, 'dataloader', 'config.dataloader')
-        if t17.__class__ is dict and 'collator' in t17:
-            t18 = t17['collator']
-            if t18 is None: t18 = Missing('config.dataloader.collator')
-        else:
-            t18 = attr_value(t17, 'collator', 'config.dataloader.collator')
-        t19 = call_value(env, F_keys.fn, F_keys.cost, False, [t18])
-        if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, ('patch_order'), t19)
-        t15 = _compare('in', ('patch_order'), t19)
-        if not (t15 if t15.__class__ is bool else _truth(t15)):
-            t22 = call_value(env, F_keys.fn, F_keys.cost, False, [t18])
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, ('build_mrope_positions'), t22)
-            t21 = _compare('in', ('build_mrope_positions'), t22)
-            t20 = (t21 if t21.__class__ is bool else _truth(t21))
-        else:
-            t20 = True
-        t14 = (t20 if t20.__class__ is bool else _truth(t20))
+            t15 = True
+        t12 = t15
     else:
-        t14 = False
-    if (t14 if t14.__class__ is bool else _truth(t14)):
-        t24 = env.lookup('config')
-        if t24 is None: t24 = Missing('config')
-        if t24.__class__ is dict and 'dataloader' in t24:
-            t25 = t24['dataloader']
-            if t25 is None: t25 = Missing('config.dataloader')
-        else:
-            t25 = attr_value(t24, 'dataloader', 'config.dataloader')
-        if t25.__class__ is dict and 'collator' in t25:
-            t26 = t25['collator']
-            if t26 is None: t26 = Missing('config.dataloader.collator')
-        else:
-            t26 = attr_value(t25, 'collator', 'config.dataloader.collator')
-        t23 = t26
+        t12 = False
+    if t12:
+        t18 = t9
     else:
-        t23 = (None)
-    return t23
+        t18 = (None)
+    return t18
 
 def e372(env):
     return ('dataloader.collator')
@@ -11454,9 +11338,14 @@ def e374(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K132
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'converters' in t6:
@@ -11473,17 +11362,14 @@ def e374(env):
             t9 = t8 == ('list')
         else:
             t9 = _compare('==', t8, ('list'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t11 = []
             t12 = env.budget
-            t13 = loop_items(t7)
-            t14 = Env({}, None, t12, env)
-            t15 = t14.values
+            t13 = t7
+            if t13.__class__ is not list: t13 = loop_items(t13)
             for t16 in t13:
                 t12.left -= 7
                 if t12.left < 0: _charge(env, 0)
-                t15['c'] = t16
-                t14.let_cache = None
                 t17 = t16
                 if t17 is None: t17 = Missing('c')
                 if t17.__class__ is dict and 'kind' in t17:
@@ -11503,7 +11389,7 @@ def e374(env):
             t10 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
             t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+        t5 = t10
     else:
         t5 = False
     return t5
@@ -11518,14 +11404,11 @@ def e375(env):
         if t5 is None: t5 = Missing('model.converters')
     else:
         t5 = attr_value(t4, 'converters', 'model.converters')
-    t3 = loop_items(t5)
-    t6 = Env({}, None, t2, env)
-    t7 = t6.values
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t8 in t3:
         t2.left -= 26
         if t2.left < 0: _charge(env, 0)
-        t7['c'] = t8
-        t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('c')
         if t9.__class__ is dict and 'kind' in t9:
@@ -11537,52 +11420,44 @@ def e375(env):
             t11 = t10 == ('lora')
         else:
             t11 = _compare('==', t10, ('lora'))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t14 = t8
-            if t14 is None: t14 = Missing('c')
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, ('rank'), t14)
-            t13 = _compare('in', ('rank'), t14)
-            t12 = (t13 if t13.__class__ is bool else _truth(t13))
+        if t11:
+            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('rank'), t9)
+            t13 = _compare('in', ('rank'), t9)
+            t12 = t13
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t16 = t8
-            if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'rank' in t16:
-                t17 = t16['rank']
-                if t17 is None: t17 = Missing('c.rank')
+        if t12:
+            if t9.__class__ is dict and 'rank' in t9:
+                t15 = t9['rank']
+                if t15 is None: t15 = Missing('c.rank')
             else:
-                t17 = attr_value(t16, 'rank', 'c.rank')
-            t6.budget.left -= 1
-            if t6.budget.left < 0: _charge(t6, 0)
-            t18 = type_name(t17)
-            t6.budget.mem -= len(t18)
-            if t6.budget.mem < 0: _charge_mem(t6, 0)
-            t20 = K133
-            if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t6, t18, t20)
-            t19 = _compare('in', t18, t20)
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                t15 = attr_value(t9, 'rank', 'c.rank')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t16 = type_name(t15)
+            env.budget.mem -= len(t16)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t18 = K133
+            if t16.__class__ is str or t16.__class__ is int:
+                env.budget.left -= 3
+                if env.budget.left < 0: _charge(env, 0)
+                t17 = t16 in t18
+            else:
+                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
+                t17 = _compare('in', t16, t18)
+            t14 = t17
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t22 = t8
-            if t22 is None: t22 = Missing('c')
-            if t22.__class__ is dict and 'rank' in t22:
-                t23 = t22['rank']
-                if t23 is None: t23 = Missing('c.rank')
+            t14 = False
+        if t14:
+            if t15.__class__ is int:
+                t20 = t15 <= (0)
             else:
-                t23 = attr_value(t22, 'rank', 'c.rank')
-            if t23.__class__ is int:
-                t24 = t23 <= (0)
-            else:
-                t24 = _compare('<=', t23, (0))
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t20 = _compare('<=', t15, (0))
+            t19 = t20
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t25 = t8
-            if t25 is None: t25 = Missing('c')
-            t1.append(t25)
+            t19 = False
+        if t19:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -11641,7 +11516,8 @@ def e380(env):
     else:
         t5 = call_value(env, F_len.fn, F_len.cost, False, [t4])
     t6 = call_value(env, F_range.fn, F_range.cost, False, [t5])
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t7 = Env({}, None, t2, env)
     t8 = t7.values
     for t9 in t3:
@@ -11665,10 +11541,8 @@ def e380(env):
             t14 = t13 == ('lora')
         else:
             t14 = _compare('==', t13, ('lora'))
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t15 = t9
-            if t15 is None: t15 = Missing('i')
-            t1.append(t15)
+        if t14:
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -11686,7 +11560,8 @@ def e381(env):
     else:
         t5 = call_value(env, F_len.fn, F_len.cost, False, [t4])
     t6 = call_value(env, F_range.fn, F_range.cost, False, [t5])
-    t3 = loop_items(t6)
+    t3 = t6
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t7 = Env({}, None, t2, env)
     t8 = t7.values
     for t9 in t3:
@@ -11698,15 +11573,15 @@ def e381(env):
         if t10 is None: t10 = Missing('loras')
         if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
             t11 = len(t10)
-            t7.budget.left -= t11 if t11 > 1 else 1
-            if t7.budget.left < 0: _charge(t7, 0)
+            env.budget.left -= t11 if t11 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            t11 = call_value(t7, F_len.fn, F_len.cost, False, [t10])
+            t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
         if t11.__class__ is int:
             t12 = t11 > (0)
         else:
             t12 = _compare('>', t11, (0))
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if t12:
             t14 = t9
             if t14 is None: t14 = Missing('i')
             if t10 is None or t10.__class__ is Missing: _need(t10)
@@ -11718,40 +11593,34 @@ def e381(env):
             if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
                 t15 = t14 > t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t7, t14, t16)
+                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('>', t14, t16)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = t15
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
+        if t13:
             t18 = t7.lookup('conv')
             if t18 is None: t18 = Missing('conv')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t9
-            if t19 is None: t19 = Missing('i')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = index_value(t18, t19, 'conv')
-            if t20.__class__ is dict and 'kind' in t20:
-                t21 = t20['kind']
-                if t21 is None: t21 = Missing('kind')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t19 = index_value(t18, t14, 'conv')
+            if t19.__class__ is dict and 'kind' in t19:
+                t20 = t19['kind']
+                if t20 is None: t20 = Missing('kind')
             else:
-                t21 = attr_value(t20, 'kind', 'kind')
-            if t21.__class__ is str:
-                t22 = t21 == ('quantization')
+                t20 = attr_value(t19, 'kind', 'kind')
+            if t20.__class__ is str:
+                t21 = t20 == ('quantization')
             else:
-                t22 = _compare('==', t21, ('quantization'))
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                t21 = _compare('==', t20, ('quantization'))
+            t17 = t21
         else:
             t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t23 = t7.lookup('conv')
-            if t23 is None: t23 = Missing('conv')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = t9
-            if t24 is None: t24 = Missing('i')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = index_value(t23, t24, 'conv')
-            t1.append(t25)
+        if t17:
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t22 = index_value(t18, t14, 'conv')
+            t1.append(t22)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -11783,14 +11652,11 @@ def e384(env):
     t2 = env.budget
     t4 = env.lookup('late')
     if t4 is None: t4 = Missing('late')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 4
         if t2.left < 0: _charge(env, 0)
-        t6['c'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('c')
         t9 = attr_value(t8, 'class', 'c.class')
@@ -11810,8 +11676,13 @@ def e385(env):
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
     t4 = K134
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('not in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 not in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('not in', t2, t4)
     return t3
 
 def e386(env):
@@ -11823,9 +11694,14 @@ def e386(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K135
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('model')
         if t6 is None: t6 = Missing('model')
         if t6.__class__ is dict and 'converters' in t6:
@@ -11842,7 +11718,7 @@ def e386(env):
             t9 = t8 == ('list')
         else:
             t9 = _compare('==', t8, ('list'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             if t6.__class__ is dict and 'is_moe' in t6:
                 t11 = t6['is_moe']
                 if t11 is None: t11 = Missing('model.is_moe')
@@ -11852,30 +11728,27 @@ def e386(env):
                 t12 = t11 == (True)
             else:
                 t12 = _compare('==', t11, (True))
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = t12
         else:
             t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if t10:
             if t6.__class__ is dict and 'moe_comm_backend' in t6:
                 t14 = t6['moe_comm_backend']
                 if t14 is None: t14 = Missing('model.moe_comm_backend')
             else:
                 t14 = attr_value(t6, 'moe_comm_backend', 'model.moe_comm_backend')
             t15 = not (t14 is None or t14.__class__ is Missing)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = t15
         else:
             t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
+        if t13:
             t17 = []
             t18 = env.budget
-            t19 = loop_items(t7)
-            t20 = Env({}, None, t18, env)
-            t21 = t20.values
+            t19 = t7
+            if t19.__class__ is not list: t19 = loop_items(t19)
             for t22 in t19:
                 t18.left -= 7
                 if t18.left < 0: _charge(env, 0)
-                t21['c'] = t22
-                t20.let_cache = None
                 t23 = t22
                 if t23 is None: t23 = Missing('c')
                 if t23.__class__ is dict and 'pads_dispatcher' in t23:
@@ -11895,7 +11768,7 @@ def e386(env):
             t16 = (t26 if t26.__class__ is bool else _truth(t26))
         else:
             t16 = False
-        t5 = (t16 if t16.__class__ is bool else _truth(t16))
+        t5 = t16
     else:
         t5 = False
     return t5
@@ -11910,14 +11783,11 @@ def e387(env):
         if t5 is None: t5 = Missing('model.converters')
     else:
         t5 = attr_value(t4, 'converters', 'model.converters')
-    t3 = loop_items(t5)
-    t6 = Env({}, None, t2, env)
-    t7 = t6.values
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t8 in t3:
         t2.left -= 8
         if t2.left < 0: _charge(env, 0)
-        t7['c'] = t8
-        t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('c')
         if t9.__class__ is dict and 'pads_dispatcher' in t9:
@@ -11929,10 +11799,8 @@ def e387(env):
             t11 = t10 == (True)
         else:
             t11 = _compare('==', t10, (True))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t12 = t8
-            if t12 is None: t12 = Missing('c')
-            t1.append(t12)
+        if t11:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -11958,11 +11826,11 @@ def e390(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('unknown_key')
         if t4 is None: t4 = Missing('unknown_key')
         t5 = not (t4 if t4.__class__ is bool else _truth(t4))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -11976,9 +11844,14 @@ def e391(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K136
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('trainer')
         if t6 is None: t6 = Missing('trainer')
         if t6.__class__ is dict and 'runs_trainer' in t6:
@@ -11990,27 +11863,27 @@ def e391(env):
             t8 = t7 != (False)
         else:
             t8 = _compare('!=', t7, (False))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t10 = env.lookup('cp')
             if t10 is None: t10 = Missing('cp')
             if t10.__class__ is int:
                 t11 = t10 > (1)
             else:
                 t11 = _compare('>', t10, (1))
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = t11
         else:
             t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
+        if t9:
             t13 = env.lookup('lb')
             if t13 is None: t13 = Missing('lb')
             if t13.__class__ is str:
                 t14 = t13 == ('ptrr')
             else:
                 t14 = _compare('==', t13, ('ptrr'))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = t14
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if t12:
             t16 = env.lookup('model')
             if t16 is None: t16 = Missing('model')
             if t16.__class__ is dict and 'attn_masks' in t16:
@@ -12022,24 +11895,27 @@ def e391(env):
                 t18 = t17 == ('dict')
             else:
                 t18 = _compare('==', t17, ('dict'))
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+            t15 = t18
         else:
             t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('model')
-            if t20 is None: t20 = Missing('model')
-            if t20.__class__ is dict and 'attn_backend' in t20:
-                t21 = t20['attn_backend']
-                if t21 is None: t21 = Missing('model.attn_backend')
+        if t15:
+            if t16.__class__ is dict and 'attn_backend' in t16:
+                t20 = t16['attn_backend']
+                if t20 is None: t20 = Missing('model.attn_backend')
             else:
-                t21 = attr_value(t20, 'attn_backend', 'model.attn_backend')
-            t23 = K137
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-            t22 = _compare('in', t21, t23)
-            t19 = (t22 if t22.__class__ is bool else _truth(t22))
+                t20 = attr_value(t16, 'attn_backend', 'model.attn_backend')
+            t22 = K137
+            if t20.__class__ is str or t20.__class__ is int:
+                env.budget.left -= 2
+                if env.budget.left < 0: _charge(env, 0)
+                t21 = t20 in t22
+            else:
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                t21 = _compare('in', t20, t22)
+            t19 = t21
         else:
             t19 = False
-        t5 = (t19 if t19.__class__ is bool else _truth(t19))
+        t5 = t19
     else:
         t5 = False
     return t5
@@ -12064,14 +11940,11 @@ def e393(env):
     t2 = env.budget
     t4 = env.lookup('unreadable')
     if t4 is None: t4 = Missing('unreadable')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 21
         if t2.left < 0: _charge(env, 0)
-        t6['u'] = t7
-        t5.let_cache = None
         t9 = t7
         if t9 is None: t9 = Missing('u')
         if t9.__class__ is dict and 'key' in t9:
@@ -12079,67 +11952,46 @@ def e393(env):
             if t10 is None: t10 = Missing('u.key')
         else:
             t10 = attr_value(t9, 'key', 'u.key')
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, ('context_parallel_ptrr_mask_key'), t10)
+        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, ('context_parallel_ptrr_mask_key'), t10)
         t8 = _compare('in', ('context_parallel_ptrr_mask_key'), t10)
-        if not (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = t7
-            if t12 is None: t12 = Missing('u')
-            if t12.__class__ is dict and 'key' in t12:
-                t13 = t12['key']
-                if t13 is None: t13 = Missing('u.key')
+        if not t8:
+            if t10.__class__ is str:
+                t12 = t10 == ('parallelism')
             else:
-                t13 = attr_value(t12, 'key', 'u.key')
-            if t13.__class__ is str:
-                t14 = t13 == ('parallelism')
-            else:
-                t14 = _compare('==', t13, ('parallelism'))
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = _compare('==', t10, ('parallelism'))
+            t11 = t12
         else:
             t11 = True
-        if not (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = t7
-            if t17 is None: t17 = Missing('u')
-            if t17.__class__ is dict and 'key' in t17:
-                t18 = t17['key']
-                if t18 is None: t18 = Missing('u.key')
+        if not t11:
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, ('parallelism.*'), t10)
+            t14 = _compare('in', ('parallelism.*'), t10)
+            t13 = t14
+        else:
+            t13 = True
+        if not t13:
+            if t10.__class__ is str:
+                t16 = t10 == ('')
             else:
-                t18 = attr_value(t17, 'key', 'u.key')
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t5, ('parallelism.*'), t18)
-            t16 = _compare('in', ('parallelism.*'), t18)
-            t15 = (t16 if t16.__class__ is bool else _truth(t16))
+                t16 = _compare('==', t10, (''))
+            t15 = t16
         else:
             t15 = True
-        if not (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = t7
-            if t20 is None: t20 = Missing('u')
-            if t20.__class__ is dict and 'key' in t20:
-                t21 = t20['key']
-                if t21 is None: t21 = Missing('u.key')
-            else:
-                t21 = attr_value(t20, 'key', 'u.key')
-            if t21.__class__ is str:
-                t22 = t21 == ('')
-            else:
-                t22 = _compare('==', t21, (''))
-            t19 = (t22 if t22.__class__ is bool else _truth(t22))
-        else:
-            t19 = True
-        t1.append(t19)
+        t1.append(t15)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t23 = call_value(env, F_any.fn, F_any.cost, False, [t1])
-    return t23
+    t17 = call_value(env, F_any.fn, F_any.cost, False, [t1])
+    return t17
 
 def e394(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('key_unread')
         if t4 is None: t4 = Missing('key_unread')
         t5 = not (t4 if t4.__class__ is bool else _truth(t4))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = t5
     else:
         t3 = False
     return t3
@@ -12148,7 +12000,7 @@ def e395(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         t4 = env.lookup('model')
         if t4 is None: t4 = Missing('model')
         if t4.__class__ is dict and 'attn_mask_keys' in t4:
@@ -12157,20 +12009,13 @@ def e395(env):
         else:
             t5 = attr_value(t4, 'attn_mask_keys', 'model.attn_mask_keys')
         t6 = not (t5 is None or t5.__class__ is Missing)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+        t3 = t6
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'attn_mask_keys' in t9:
-            t10 = t9['attn_mask_keys']
-            if t10 is None: t10 = Missing('model.attn_mask_keys')
-        else:
-            t10 = attr_value(t9, 'attn_mask_keys', 'model.attn_mask_keys')
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t1, t10)
-        t8 = _compare('not in', t1, t10)
-        t7 = (t8 if t8.__class__ is bool else _truth(t8))
+    if t3:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t1, t5)
+        t8 = _compare('not in', t1, t5)
+        t7 = t8
     else:
         t7 = False
     return t7
@@ -12185,7 +12030,6 @@ def e396(env):
         if t3 is None: t3 = Missing('mask_key')
         if t3 is None or t3.__class__ is Missing: _need(t3)
         t4 = _binop('+', ('context_parallel_ptrr_mask_key = "'), t3, env)
-        if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', t4, ('"'), env)
         t2 = t5
     return t2
@@ -12195,11 +12039,10 @@ def e397(env):
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t2])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', (' ('), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (')'), env)
         t4 = t7
     else:
@@ -12213,14 +12056,11 @@ def e398(env):
         t2 = ('PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.')
     else:
         t3 = _binop('+', ('context_parallel_ptrr_mask_key '), ("'"), env)
-        if t3 is None or t3.__class__ is Missing: _need(t3)
         t4 = env.lookup('mask_key')
         if t4 is None: t4 = Missing('mask_key')
         if t4 is None or t4.__class__ is Missing: _need(t4)
         t5 = _binop('+', t3, t4, env)
-        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', t5, ("'"), env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' is not a key in attention_masks.'), env)
         t2 = t7
     return t2
@@ -12242,11 +12082,10 @@ def e400(env):
         if t3 is None: t3 = Missing('model')
         t4 = attr_value(t3, 'attn_mask_keys', 'model.attn_mask_keys')
         t5 = not (t4 is None or t4.__class__ is Missing)
-        if _truth(t5):
+        if t5:
             t7 = call_value(env, F_join.fn, F_join.cost, False, [t4])
             if t7 is None or t7.__class__ is Missing: _need(t7)
             t8 = _binop('+', (' ('), t7, env)
-            if t8 is None or t8.__class__ is Missing: _need(t8)
             t9 = _binop('+', t8, (')'), env)
             t6 = t9
         else:
@@ -12287,16 +12126,21 @@ def e402(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K138
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         if t6.__class__ is int:
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('config')
             if t9 is None: t9 = Missing('config')
             if t9.__class__ is dict and 'parallelism' in t9:
@@ -12313,10 +12157,10 @@ def e402(env):
                 t12 = t11 == ('ptrr')
             else:
                 t12 = _compare('==', t11, ('ptrr'))
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = t12
         else:
             t8 = False
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t8:
             t14 = env.lookup('model')
             if t14 is None: t14 = Missing('model')
             if t14.__class__ is dict and 'attn_type' in t14:
@@ -12325,10 +12169,10 @@ def e402(env):
             else:
                 t15 = attr_value(t14, 'attn_type', 'model.attn_type')
             t16 = not (t15 is None or t15.__class__ is Missing)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+            t13 = t16
         else:
             t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+        t5 = t13
     else:
         t5 = False
     return t5
@@ -12357,30 +12201,35 @@ def e404(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K139
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
+    if t3:
         t6 = env.lookup('lora_before')
         if t6 is None: t6 = Missing('lora_before')
         t7 = not (t6 if t6.__class__ is bool else _truth(t6))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t7:
             t9 = env.lookup('call')
             if t9 is None: t9 = Missing('call')
             t10 = (t9 is None or t9.__class__ is Missing)
-            if not (t10 if t10.__class__ is bool else _truth(t10)):
+            if not t10:
                 t12 = env.lookup('upto')
                 if t12 is None: t12 = Missing('upto')
                 if t12.__class__ is int:
                     t13 = t12 > (0)
                 else:
                     t13 = _compare('>', t12, (0))
-                t11 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = t13
             else:
                 t11 = True
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t8 = t11
         else:
             t8 = False
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+        t5 = t8
     else:
         t5 = False
     return t5
@@ -12402,7 +12251,7 @@ def e405(env):
         t4 = t3 == ('list')
     else:
         t4 = _compare('==', t3, ('list'))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t6 = []
         t7 = env.budget
         if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
@@ -12412,7 +12261,8 @@ def e405(env):
         else:
             t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
         t10 = call_value(env, F_range.fn, F_range.cost, False, [t9])
-        t8 = loop_items(t10)
+        t8 = t10
+        if t8.__class__ is not list: t8 = loop_items(t8)
         t11 = Env({}, None, t7, env)
         t12 = t11.values
         for t13 in t8:
@@ -12447,19 +12297,17 @@ def e405(env):
             if t18.__class__ is t21.__class__ and (t18.__class__ is int or t18.__class__ is str):
                 t19 = t18 == t21
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t18, t21)
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t18, t21)
                 t19 = _compare('==', t18, t21)
-            if (t19 if t19.__class__ is bool else _truth(t19)):
-                t22 = t13
-                if t22 is None: t22 = Missing('i')
-                t6.append(t22)
+            if t19:
+                t6.append(t16)
                 t7.mem -= 1
                 if t7.mem < 0: _charge_mem(env, 0)
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t23 = K140
-        t5 = t23
+        t22 = K140
+        t5 = t22
     return t5
 
 def e406(env):
@@ -12491,7 +12339,7 @@ def e408(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if t2:
         if t1.__class__ is dict and 'num_layers' in t1:
             t4 = t1['num_layers']
             if t4 is None: t4 = Missing('call.num_layers')
@@ -12511,10 +12359,12 @@ def e408(env):
         else:
             t6 = _binop('*', t4, t5, env)
         t7 = _check_value(-_num(t6, '-'))
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = _binop('//', t7, (1), env)
+        if t7.__class__ is int:
+            t8 = t7 // (1)
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('//', t7, (1), env)
         t9 = _check_value(-_num(t8, '-'))
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         if t4.__class__ is int and t9.__class__ is int:
             t10 = t4 - t9
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
@@ -12531,39 +12381,27 @@ def e409(env):
     if t2 is None: t2 = Missing('conv')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('fqns'), t2)
     t1 = _compare('in', ('fqns'), t2)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if t1:
         t4 = env.lookup('call')
         if t4 is None: t4 = Missing('call')
         t5 = not (t4 is None or t4.__class__ is Missing)
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if t5:
             t7 = []
             t8 = env.budget
             t10 = env.lookup('upto')
             if t10 is None: t10 = Missing('upto')
             t11 = call_value(env, F_range.fn, F_range.cost, False, [t10])
-            t9 = loop_items(t11)
-            t12 = Env({}, None, t8, env)
-            t13 = t12.values
+            t9 = t11
+            if t9.__class__ is not list: t9 = loop_items(t9)
             for t14 in t9:
                 t8.left -= 9
                 if t8.left < 0: _charge(env, 0)
-                t13['i'] = t14
-                t12.let_cache = None
                 t15 = t14
                 if t15 is None: t15 = Missing('i')
-                t16 = call_value(t12, F_str.fn, F_str.cost, True, [t15])
+                t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
                 if t16 is None or t16.__class__ is Missing: _need(t16)
-                if ('layers.').__class__ is int and t16.__class__ is int:
-                    t17 = ('layers.') + t16
-                    if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-                else:
-                    t17 = _binop('+', ('layers.'), t16, t12)
-                if t17 is None or t17.__class__ is Missing: _need(t17)
-                if t17.__class__ is int and ('.').__class__ is int:
-                    t18 = t17 + ('.')
-                    if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-                else:
-                    t18 = _binop('+', t17, ('.'), t12)
+                t17 = _binop('+', ('layers.'), t16, env)
+                t18 = _binop('+', t17, ('.'), env)
                 t7.append(t18)
                 t8.mem -= 1
                 if t8.mem < 0: _charge_mem(env, 0)
@@ -12592,7 +12430,8 @@ def e410(env):
         if t5 is None: t5 = Missing('model.linears')
     else:
         t5 = attr_value(t4, 'linears', 'model.linears')
-    t3 = loop_items(t5)
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
     for t8 in t3:
@@ -12616,33 +12455,37 @@ def e410(env):
         else:
             t12 = attr_value(t11, 'block', 'params.block')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('%', t10, t12, t6)
+        if t10.__class__ is int and t12.__class__ is int and t12:
+            t13 = t10 % t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        else:
+            t13 = _binop('%', t10, t12, env)
         if t13.__class__ is int:
             t14 = t13 != (0)
         else:
             t14 = _compare('!=', t13, (0))
-        if not (t14 if t14.__class__ is bool else _truth(t14)):
-            t16 = t8
-            if t16 is None: t16 = Missing('e')
-            if t16.__class__ is dict and 'out_features' in t16:
-                t17 = t16['out_features']
-                if t17 is None: t17 = Missing('e.out_features')
+        if not t14:
+            if t9.__class__ is dict and 'out_features' in t9:
+                t16 = t9['out_features']
+                if t16 is None: t16 = Missing('e.out_features')
             else:
-                t17 = attr_value(t16, 'out_features', 'e.out_features')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
+                t16 = attr_value(t9, 'out_features', 'e.out_features')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            t18 = _binop('%', t17, t12, t6)
-            if t18.__class__ is int:
-                t19 = t18 != (0)
+            if t16.__class__ is int and t12.__class__ is int and t12:
+                t17 = t16 % t12
+                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
             else:
-                t19 = _compare('!=', t18, (0))
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = _binop('%', t16, t12, env)
+            if t17.__class__ is int:
+                t18 = t17 != (0)
+            else:
+                t18 = _compare('!=', t17, (0))
+            t15 = t18
         else:
             t15 = True
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = t8
-            if t20 is None: t20 = Missing('e')
-            t1.append(t20)
+        if t15:
+            t1.append(t9)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -12653,7 +12496,8 @@ def e411(env):
     t2 = env.budget
     t4 = env.lookup('bad')
     if t4 is None: t4 = Missing('bad')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -12670,12 +12514,13 @@ def e411(env):
             t10 = attr_value(t9, 'fqns', 'e.fqns')
         if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
             t11 = len(t10)
-            t5.budget.left -= t11 if t11 > 1 else 1
-            if t5.budget.left < 0: _charge(t5, 0)
+            env.budget.left -= t11 if t11 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            t11 = call_value(t5, F_len.fn, F_len.cost, False, [t10])
-        t12 = call_value(t5, F_range.fn, F_range.cost, False, [t11])
-        t8 = loop_items(t12)
+            t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
+        t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
+        t8 = t12
+        if t8.__class__ is not list: t8 = loop_items(t8)
         t13 = Env({}, None, t2, t5)
         t14 = t13.values
         for t15 in t8:
@@ -12687,97 +12532,70 @@ def e411(env):
             if t16 is None: t16 = Missing('targets')
             if t16.__class__ is list or t16.__class__ is str or t16.__class__ is dict:
                 t17 = len(t16)
-                t13.budget.left -= t17 if t17 > 1 else 1
-                if t13.budget.left < 0: _charge(t13, 0)
+                env.budget.left -= t17 if t17 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                t17 = call_value(t13, F_len.fn, F_len.cost, False, [t16])
+                t17 = call_value(env, F_len.fn, F_len.cost, False, [t16])
             if t17.__class__ is int:
                 t18 = t17 == (0)
             else:
                 t18 = _compare('==', t17, (0))
-            if not (t18 if t18.__class__ is bool else _truth(t18)):
+            if not t18:
                 t20 = []
-                t21 = t13.budget
-                t22 = loop_items(t16)
-                t23 = Env({}, None, t21, t13)
-                t24 = t23.values
+                t21 = env.budget
+                t22 = t16
+                if t22.__class__ is not list: t22 = loop_items(t22)
                 for t25 in t22:
                     t21.left -= 8
-                    if t21.left < 0: _charge(t13, 0)
-                    t24['t'] = t25
-                    t23.let_cache = None
+                    if t21.left < 0: _charge(env, 0)
                     t26 = t25
                     if t26 is None: t26 = Missing('t')
-                    t28 = t7
-                    if t28 is None: t28 = Missing('e')
-                    if t28.__class__ is dict and 'fqns' in t28:
-                        t29 = t28['fqns']
-                        if t29 is None: t29 = Missing('e.fqns')
-                    else:
-                        t29 = attr_value(t28, 'fqns', 'e.fqns')
-                    if t29 is None or t29.__class__ is Missing: _need(t29)
-                    t30 = t15
-                    if t30 is None: t30 = Missing('k')
-                    if t30 is None or t30.__class__ is Missing: _need(t30)
-                    t31 = index_value(t29, t30, 'e.fqns')
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t23, t26, t31)
-                    t27 = _compare('in', t26, t31)
+                    if t10 is None or t10.__class__ is Missing: _need(t10)
+                    t28 = t15
+                    if t28 is None: t28 = Missing('k')
+                    if t28 is None or t28.__class__ is Missing: _need(t28)
+                    t29 = index_value(t10, t28, 'e.fqns')
+                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t26, t29)
+                    t27 = _compare('in', t26, t29)
                     t20.append(t27)
                     t21.mem -= 1
-                    if t21.mem < 0: _charge_mem(t13, 0)
+                    if t21.mem < 0: _charge_mem(env, 0)
                     if len(t20) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t32 = call_value(t13, F_any.fn, F_any.cost, False, [t20])
-                t19 = (t32 if t32.__class__ is bool else _truth(t32))
+                t30 = call_value(env, F_any.fn, F_any.cost, False, [t20])
+                t19 = (t30 if t30.__class__ is bool else _truth(t30))
             else:
                 t19 = True
-            if (t19 if t19.__class__ is bool else _truth(t19)):
-                t33 = t7
-                if t33 is None: t33 = Missing('e')
-                if t33.__class__ is dict and 'order' in t33:
-                    t34 = t33['order']
-                    if t34 is None: t34 = Missing('e.order')
+            if t19:
+                if t9.__class__ is dict and 'order' in t9:
+                    t31 = t9['order']
+                    if t31 is None: t31 = Missing('e.order')
                 else:
-                    t34 = attr_value(t33, 'order', 'e.order')
-                if t34 is None or t34.__class__ is Missing: _need(t34)
-                t35 = t15
-                if t35 is None: t35 = Missing('k')
-                if t35 is None or t35.__class__ is Missing: _need(t35)
-                t36 = index_value(t34, t35, 'e.order')
-                t37 = t7
-                if t37 is None: t37 = Missing('e')
-                if t37.__class__ is dict and 'fqns' in t37:
-                    t38 = t37['fqns']
-                    if t38 is None: t38 = Missing('e.fqns')
+                    t31 = attr_value(t9, 'order', 'e.order')
+                if t31 is None or t31.__class__ is Missing: _need(t31)
+                t32 = t15
+                if t32 is None: t32 = Missing('k')
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                t33 = index_value(t31, t32, 'e.order')
+                if t10 is None or t10.__class__ is Missing: _need(t10)
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                t34 = index_value(t10, t32, 'e.fqns')
+                if t9.__class__ is dict and 'in_features' in t9:
+                    t35 = t9['in_features']
+                    if t35 is None: t35 = Missing('e.in_features')
                 else:
-                    t38 = attr_value(t37, 'fqns', 'e.fqns')
-                if t38 is None or t38.__class__ is Missing: _need(t38)
-                t39 = t15
-                if t39 is None: t39 = Missing('k')
-                if t39 is None or t39.__class__ is Missing: _need(t39)
-                t40 = index_value(t38, t39, 'e.fqns')
-                t41 = t7
-                if t41 is None: t41 = Missing('e')
-                if t41.__class__ is dict and 'in_features' in t41:
-                    t42 = t41['in_features']
-                    if t42 is None: t42 = Missing('e.in_features')
+                    t35 = attr_value(t9, 'in_features', 'e.in_features')
+                if t9.__class__ is dict and 'out_features' in t9:
+                    t36 = t9['out_features']
+                    if t36 is None: t36 = Missing('e.out_features')
                 else:
-                    t42 = attr_value(t41, 'in_features', 'e.in_features')
-                t43 = t7
-                if t43 is None: t43 = Missing('e')
-                if t43.__class__ is dict and 'out_features' in t43:
-                    t44 = t43['out_features']
-                    if t44 is None: t44 = Missing('e.out_features')
+                    t36 = attr_value(t9, 'out_features', 'e.out_features')
+                if t9.__class__ is dict and 'fqn' in t9:
+                    t37 = t9['fqn']
+                    if t37 is None: t37 = Missing('e.fqn')
                 else:
-                    t44 = attr_value(t43, 'out_features', 'e.out_features')
-                t45 = t7
-                if t45 is None: t45 = Missing('e')
-                if t45.__class__ is dict and 'fqn' in t45:
-                    t46 = t45['fqn']
-                    if t46 is None: t46 = Missing('e.fqn')
-                else:
-                    t46 = attr_value(t45, 'fqn', 'e.fqn')
-                t47 = [t36, t40, t42, t44, t46]
-                t1.append(t47)
+                    t37 = attr_value(t9, 'fqn', 'e.fqn')
+                t38 = [t33, t34, t35, t36, t37]
+                t1.append(t38)
                 t2.mem -= 1
                 if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -12788,14 +12606,11 @@ def e412(env):
     t2 = env.budget
     t4 = env.lookup('hits')
     if t4 is None: t4 = Missing('hits')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, t2, env)
-    t6 = t5.values
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     for t7 in t3:
         t2.left -= 5
         if t2.left < 0: _charge(env, 0)
-        t6['h'] = t7
-        t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('h')
         if t8 is None or t8.__class__ is Missing: _need(t8)
@@ -12816,7 +12631,8 @@ def e413(env):
     t2 = env.budget
     t4 = env.lookup('hits')
     if t4 is None: t4 = Missing('hits')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -12837,22 +12653,20 @@ def e413(env):
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t5, t9, t11)
+            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t7
-            if t12 is None: t12 = Missing('h')
-            t1.append(t12)
+        if t10:
+            t1.append(t8)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     if t1.__class__ is list and len(t1) > 0:
-        t13 = t1[0]
-        if t13 is None: t13 = Missing('?[0]')
+        t12 = t1[0]
+        if t12 is None: t12 = Missing('?[0]')
     else:
-        t13 = index_value(t1, (0), '?')
-    return t13
+        t12 = index_value(t1, (0), '?')
+    return t12
 
 def e414(env):
     t1 = env.lookup('first')
@@ -12872,12 +12686,16 @@ def e414(env):
     else:
         t4 = attr_value(t3, 'block', 'params.block')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t2, t4, env)
+    if t2.__class__ is int and t4.__class__ is int and t4:
+        t5 = t2 % t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('%', t2, t4, env)
     if t5.__class__ is int:
         t6 = t5 != (0)
     else:
         t6 = _compare('!=', t5, (0))
-    if (t6 if t6.__class__ is bool else _truth(t6)):
+    if t6:
         t7 = ('in_features')
     else:
         t7 = ('out_features')
@@ -12888,7 +12706,8 @@ def e415(env):
     t2 = env.budget
     t4 = env.lookup('bad')
     if t4 is None: t4 = Missing('bad')
-    t3 = loop_items(t4)
+    t3 = t4
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t5 = Env({}, None, t2, env)
     t6 = t5.values
     for t7 in t3:
@@ -12897,17 +12716,14 @@ def e415(env):
         t6['e'] = t7
         t5.let_cache = None
         t8 = []
-        t9 = t5.budget
+        t9 = env.budget
         t11 = t5.lookup('hits')
         if t11 is None: t11 = Missing('hits')
-        t10 = loop_items(t11)
-        t12 = Env({}, None, t9, t5)
-        t13 = t12.values
+        t10 = t11
+        if t10.__class__ is not list: t10 = loop_items(t10)
         for t14 in t10:
             t9.left -= 8
-            if t9.left < 0: _charge(t5, 0)
-            t13['h'] = t14
-            t12.let_cache = None
+            if t9.left < 0: _charge(env, 0)
             t15 = t14
             if t15 is None: t15 = Missing('h')
             if t15 is None or t15.__class__ is Missing: _need(t15)
@@ -12926,13 +12742,13 @@ def e415(env):
             if t16.__class__ is t19.__class__ and (t16.__class__ is int or t16.__class__ is str):
                 t17 = t16 == t19
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t12, t16, t19)
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t16, t19)
                 t17 = _compare('==', t16, t19)
             t8.append(t17)
             t9.mem -= 1
-            if t9.mem < 0: _charge_mem(t5, 0)
+            if t9.mem < 0: _charge_mem(env, 0)
             if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t20 = call_value(t5, F_any.fn, F_any.cost, False, [t8])
+        t20 = call_value(env, F_any.fn, F_any.cost, False, [t8])
         if (t20 if t20.__class__ is bool else _truth(t20)):
             t21 = t7
             if t21 is None: t21 = Missing('e')
@@ -12954,7 +12770,8 @@ def e416(env):
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
     t5 = call_value(env, F_range.fn, F_range.cost, False, [t4])
-    t3 = loop_items(t5)
+    t3 = t5
+    if t3.__class__ is not list: t3 = loop_items(t3)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
     for t8 in t3:
@@ -12998,19 +12815,16 @@ def e417(env):
         t3 = t2 == (0)
     else:
         t3 = _compare('==', t2, (0))
-    if _truth(t3):
+    if t3:
         t5 = []
         t6 = env.budget
         t8 = env.lookup('hits')
         if t8 is None: t8 = Missing('hits')
-        t7 = loop_items(t8)
-        t9 = Env({}, None, t6, env)
-        t10 = t9.values
+        t7 = t8
+        if t7.__class__ is not list: t7 = loop_items(t7)
         for t11 in t7:
             t6.left -= 7
             if t6.left < 0: _charge(env, 0)
-            t10['h'] = t11
-            t9.let_cache = None
             t12 = t11
             if t12 is None: t12 = Missing('h')
             if t12 is None or t12.__class__ is Missing: _need(t12)
@@ -13027,40 +12841,33 @@ def e417(env):
         t4 = _truth(t15)
     else:
         t4 = False
-    if _truth(t4):
+    if t4:
         t17 = []
         t18 = env.budget
-        t20 = env.lookup('hits')
-        if t20 is None: t20 = Missing('hits')
-        t19 = loop_items(t20)
-        t21 = Env({}, None, t18, env)
-        t22 = t21.values
-        for t23 in t19:
+        t19 = t8
+        if t19.__class__ is not list: t19 = loop_items(t19)
+        for t22 in t19:
             t18.left -= 8
             if t18.left < 0: _charge(env, 0)
-            t22['h'] = t23
-            t21.let_cache = None
-            t24 = t23
-            if t24 is None: t24 = Missing('h')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = index_value(t24, (1), 'h')
-            if t25.__class__ is str:
-                t26 = t25 != ('lm_head')
+            t23 = t22
+            if t23 is None: t23 = Missing('h')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = index_value(t23, (1), 'h')
+            if t24.__class__ is str:
+                t25 = t24 != ('lm_head')
             else:
-                t26 = _compare('!=', t25, ('lm_head'))
-            if _truth(t26):
-                t27 = t23
-                if t27 is None: t27 = Missing('h')
-                t17.append(t27)
+                t25 = _compare('!=', t24, ('lm_head'))
+            if t25:
+                t17.append(t23)
                 t18.mem -= 1
                 if t18.mem < 0: _charge_mem(env, 0)
                 if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t28 = call_value(env, F_len.fn, F_len.cost, False, [t17])
-        if t28.__class__ is int:
-            t29 = t28 == (0)
+        t26 = call_value(env, F_len.fn, F_len.cost, False, [t17])
+        if t26.__class__ is int:
+            t27 = t26 == (0)
         else:
-            t29 = _compare('==', t28, (0))
-        t16 = _truth(t29)
+            t27 = _compare('==', t26, (0))
+        t16 = t27
     else:
         t16 = False
     return t16
@@ -13078,72 +12885,61 @@ def e420(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if _truth(t2):
+    if t2:
         t5 = env.lookup('conv')
         if t5 is None: t5 = Missing('conv')
         if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, ('fqns'), t5)
         t4 = _compare('in', ('fqns'), t5)
-        t3 = _truth(t4)
+        t3 = t4
     else:
         t3 = False
-    if _truth(t3):
+    if t3:
         t7 = []
         t8 = env.budget
-        t10 = env.lookup('conv')
-        if t10 is None: t10 = Missing('conv')
-        t11 = attr_value(t10, 'fqns', 'conv.fqns')
-        t9 = loop_items(t11)
-        t12 = Env({}, None, t8, env)
-        t13 = t12.values
-        for t14 in t9:
+        t10 = attr_value(t5, 'fqns', 'conv.fqns')
+        t9 = t10
+        if t9.__class__ is not list: t9 = loop_items(t9)
+        for t13 in t9:
             t8.left -= 8
             if t8.left < 0: _charge(env, 0)
-            t13['t'] = t14
-            t12.let_cache = None
-            t15 = t14
-            if t15 is None: t15 = Missing('t')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = _binop('+', ('"'), t15, t12)
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = _binop('+', t16, ('"'), t12)
-            t7.append(t17)
+            t14 = t13
+            if t14 is None: t14 = Missing('t')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = _binop('+', ('"'), t14, env)
+            t16 = _binop('+', t15, ('"'), env)
+            t7.append(t16)
             t8.mem -= 1
             if t8.mem < 0: _charge_mem(env, 0)
             if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t18 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = _binop('+', ('fqns=['), t18, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = _binop('+', t19, (']'), env)
-        t6 = t20
+        t17 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = _binop('+', ('fqns=['), t17, env)
+        t19 = _binop('+', t18, (']'), env)
+        t6 = t19
     else:
-        t21 = not (t1 is None or t1.__class__ is Missing)
-        if _truth(t21):
-            t23 = attr_value(t1, 'num_layers', 'call.num_layers')
-            t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = _binop('+', ('fqns=nvfp4_bf16_tail_fqns('), t24, env)
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = _binop('+', t25, (', '), env)
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
-            t28 = call_value(env, F_str.fn, F_str.cost, True, [t27])
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = _binop('+', t26, t28, env)
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = _binop('+', t29, ('): layers 0-'), env)
+        t20 = not (t1 is None or t1.__class__ is Missing)
+        if t20:
+            t22 = attr_value(t1, 'num_layers', 'call.num_layers')
+            t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = _binop('+', ('fqns=nvfp4_bf16_tail_fqns('), t23, env)
+            t25 = _binop('+', t24, (', '), env)
+            t26 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
+            t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = _binop('+', t25, t27, env)
+            t29 = _binop('+', t28, ('): layers 0-'), env)
+            t30 = env.lookup('upto')
+            if t30 is None: t30 = Missing('upto')
             if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = env.lookup('upto')
-            if t31 is None: t31 = Missing('upto')
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            t32 = _binop('-', t31, (1), env)
-            t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
-            if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = _binop('+', t30, t33, env)
-            t22 = t34
+            t31 = _binop('-', t30, (1), env)
+            t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            t33 = _binop('+', t29, t32, env)
+            t21 = t33
         else:
-            t22 = ('no fqns: every Linear')
-        t6 = t22
+            t21 = ('no fqns: every Linear')
+        t6 = t21
     return t6
 
 def e421(env):
@@ -13198,7 +12994,7 @@ def e428(env):
         t2 = t1 == ('in_features')
     else:
         t2 = _compare('==', t1, ('in_features'))
-    if _truth(t2):
+    if t2:
         t4 = env.lookup('first')
         if t4 is None: t4 = Missing('first')
         if t4 is None or t4.__class__ is Missing: _need(t4)
@@ -13239,8 +13035,13 @@ def e430(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = K142
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-    t3 = _compare('in', t2, t4)
+    if t2.__class__ is str or t2.__class__ is int:
+        env.budget.left -= 2
+        if env.budget.left < 0: _charge(env, 0)
+        t3 = t2 in t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('in', t2, t4)
     return t3
 
 def e431(env):
@@ -13260,7 +13061,7 @@ def e431(env):
         t4 = t3 == ('list')
     else:
         t4 = _compare('==', t3, ('list'))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t6 = []
         t7 = env.budget
         if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
@@ -13270,7 +13071,8 @@ def e431(env):
         else:
             t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
         t10 = call_value(env, F_range.fn, F_range.cost, False, [t9])
-        t8 = loop_items(t10)
+        t8 = t10
+        if t8.__class__ is not list: t8 = loop_items(t8)
         t11 = Env({}, None, t7, env)
         t12 = t11.values
         for t13 in t8:
@@ -13305,34 +13107,30 @@ def e431(env):
             if t18.__class__ is t21.__class__ and (t18.__class__ is int or t18.__class__ is str):
                 t19 = t18 == t21
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t18, t21)
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t18, t21)
                 t19 = _compare('==', t18, t21)
-            if (t19 if t19.__class__ is bool else _truth(t19)):
+            if t19:
                 if t15 is None or t15.__class__ is Missing: _need(t15)
-                t23 = t13
-                if t23 is None: t23 = Missing('i')
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                t24 = index_value(t15, t23, 'model.converters')
-                if t24.__class__ is dict and 'fqns_call' in t24:
-                    t25 = t24['fqns_call']
-                    if t25 is None: t25 = Missing('fqns_call')
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                t23 = index_value(t15, t16, 'model.converters')
+                if t23.__class__ is dict and 'fqns_call' in t23:
+                    t24 = t23['fqns_call']
+                    if t24 is None: t24 = Missing('fqns_call')
                 else:
-                    t25 = attr_value(t24, 'fqns_call', 'fqns_call')
-                t26 = not (t25 is None or t25.__class__ is Missing)
-                t22 = (t26 if t26.__class__ is bool else _truth(t26))
+                    t24 = attr_value(t23, 'fqns_call', 'fqns_call')
+                t25 = not (t24 is None or t24.__class__ is Missing)
+                t22 = t25
             else:
                 t22 = False
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t27 = t13
-                if t27 is None: t27 = Missing('i')
-                t6.append(t27)
+            if t22:
+                t6.append(t16)
                 t7.mem -= 1
                 if t7.mem < 0: _charge_mem(env, 0)
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t5 = t6
     else:
-        t28 = K143
-        t5 = t28
+        t26 = K143
+        t5 = t26
     return t5
 
 def e432(env):
@@ -13388,8 +13186,11 @@ def e435(env):
     else:
         t3 = _binop('*', t1, t2, env)
     t4 = _check_value(-_num(t3, '-'))
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t4, (1), env)
+    if t4.__class__ is int:
+        t5 = t4 // (1)
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('//', t4, (1), env)
     t6 = _check_value(-_num(t5, '-'))
     t7 = call_value(env, F_int.fn, F_int.cost, False, [t6])
     return t7
@@ -13408,17 +13209,17 @@ def e436(env):
         t4 = t3 == ('float')
     else:
         t4 = _compare('==', t3, ('float'))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if t4:
         t7 = call_value(env, F_int.fn, F_int.cost, False, [t1])
         if t1.__class__ is t7.__class__ and (t1.__class__ is int or t1.__class__ is str):
             t6 = t1 == t7
         else:
             if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t1, t7)
             t6 = _compare('==', t1, t7)
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = t6
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if t5:
         t8 = ('.0')
     else:
         t8 = ('')
@@ -13426,6 +13227,12 @@ def e436(env):
     if t2.__class__ is int and t8.__class__ is int:
         t9 = t2 + t8
         if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+    elif t2.__class__ is list and t8.__class__ is list and len(t2) + len(t8) <= MAX_LIST:
+        t9 = t2 + t8
+        env.budget.left -= len(t9)
+        if env.budget.left < 0: _charge(env, 0)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
     else:
         t9 = _binop('+', t2, t8, env)
     return t9
@@ -13462,13 +13269,11 @@ def e441(env):
     if t1 is None: t1 = Missing('call')
     t2 = attr_value(t1, 'layers_of', 'call.layers_of')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if _truth(t3):
+    if t3:
         t5 = attr_value(t2, 'name', 'call.layers_of.name')
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', (' of '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, (' '), env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = attr_value(t2, 'flavor', 'call.layers_of.flavor')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', t7, t8, env)
@@ -13490,38 +13295,30 @@ def e443(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if _truth(t2):
+    if t2:
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t4 = _binop('-', t1, (1), env)
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = _binop('+', ('use a bf16_tail_fraction of at most '), t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('+', t6, ('/'), env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('+', t7, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = _binop('+', t9, (' (0.15 keeps the last '), env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t11 = _binop('*', t1, (0.15), env)
         t12 = _check_value(-_num(t11, '-'))
-        if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('//', t12, (1), env)
         t14 = _check_value(-_num(t13, '-'))
         t15 = call_value(env, F_int.fn, F_int.cost, False, [t14])
         t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
         if t16 is None or t16.__class__ is Missing: _need(t16)
         t17 = _binop('+', t10, t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
         t18 = _binop('+', t17, (' of '), env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
         t19 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = _binop('+', t18, t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
         t21 = _binop('+', t20, (' layers in bf16), or'), env)
         t3 = t21
     else:
