@@ -97,6 +97,7 @@ class Schema:
                     data = jsonfast.loads(f.read())
             self._data = data
             _COMPILED.update(getattr(module, "COMPILED", {}))
+            _NAMES.update(getattr(module, "SELF_NAMES", {}))
         return self._data
 
     @property
@@ -1298,6 +1299,8 @@ def _plain_name(text: str) -> bool:
     return text.isascii() and text.isidentifier() and text not in KEYWORDS
 
 
+# text -> the ``self.name`` fields it reads, in order (a tuple): the schema's own texts come prewritten
+# (meshlint/schema_compiled/: SELF_NAMES), since finding them with fastre cost a first run ~2 M instructions
 _NAMES: dict = {}
 
 
@@ -1305,20 +1308,24 @@ def _self_field():  # ``self.name`` in a check's text
     return fastre.compile(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def self_fields(text: str) -> tuple:
+    """The ``self.name`` fields ``text`` reads, in order, with repeats (what the generator writes as SELF_NAMES)."""
+    found = _NAMES.get(text)
+    if found is None:
+        found = _NAMES[text] = tuple(_self_field().findall(text))
+    return found
+
+
 def _self_names(text: str) -> set:
-    names = _NAMES.get(text)
-    if names is None:
-        names = _NAMES[text] = set(_self_field().findall(text))
-    return names
+    return set(self_fields(text))
 
 
 def _self_order(step: dict) -> list:
     """The fields a check reads, in the order its condition names them (condition first)."""
-    text = step["condition"] + " " + " ".join(step.get("when", []))
-    order = _NAMES.get(("order", text))
-    if order is None:
-        order = _NAMES[("order", text)] = list(dict.fromkeys(_self_field().findall(text)))
-    return order
+    found = self_fields(step["condition"])
+    for text in step.get("when", ()):
+        found += self_fields(text)
+    return list(dict.fromkeys(found))
 
 
 def _fill(message: str, values: _Section, local: dict) -> str:
