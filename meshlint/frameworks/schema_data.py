@@ -229,12 +229,12 @@ class Schema:
                                     and name in self._data["tables"]:
                                 self._walk(ctx, name, name, raw, problems)
                     return  # a class the schema does not know (a user's own subclass): nothing is guessed
-        plan = self._plan(pattern, cls)
+        plan = self._merged.get(("plan", pattern, cls)) or self._plan(pattern, cls)  # each section: no call on a hit
         keys, fast = plan.keys, plan.fast if ctx.origin == "file" else {}
         written = None        # what the section's own checks will see (built only when they run)
         typed: dict = {}      # name -> its type problem, where a later refusal is merged in
         stopped: set = set()  # names whose value already stopped the framework
-        pseudo = self.loader.get("pseudo_sections", {}) if where == "" else {}
+        pseudo = self._data["loader"].get("pseudo_sections", {}) if where == "" else {}
         exact = plan.exact if ctx.origin == "file" else {}
         for name, raw in table.items():
             if exact.get(name) is raw.__class__:
@@ -272,7 +272,7 @@ class Schema:
                 problems.append(self._unknown(ctx, pattern, where, name, list(keys), plan.class_name))
         if plan.check_names is None or (ctx.types is not None and cls is None and plan.ambiguous):
             return  # no __post_init__ checks, or a registry config whose class here is not known
-        steps, names = self._live(plan.qn, keys)
+        steps, names = self._merged.get(("live", plan.qn)) or self._live(plan.qn, keys)
         if written is None:
             if names.isdisjoint(table):
                 return  # nothing this config writes is checked: the common case, kept cheap
@@ -338,17 +338,22 @@ class Schema:
     def _instance_defaults(self, pattern: str, entry: dict, qn: str, where: str) -> dict:
         """KempnerForge rebuilds a written section from the default instance: what its __post_init__
         filled in (n_kv_heads = n_heads = 32) is the default for keys the file leaves out."""
-        if self.loader.get("section_defaults") != "instance" or not where or entry.get("optional") \
-                or entry.get("array") or "default_class" not in entry or "." in where:
+        if not where or "." in where:
             return {}
-        cache = ("instance", pattern, qn)
-        if cache not in self._merged:
-            section = _Section(self, pattern, {}, self.keys(pattern, qn))
-            for step in self.data["classes"].get(qn, {}).get("checks", []):
-                if step["kind"] == "assign" and _holds(step.get("when", []), section, {})[0] is True:
-                    section.assigned[step["target"]] = _value(step["value"], section, {})
-            self._merged[cache] = {k: v for k, v in section.assigned.items() if v is not _UNKNOWN}
-        return self._merged[cache]
+        cache = ("instance", pattern, qn)  # looked up first: each section written asks (~0.5 M instructions)
+        hit = self._merged.get(cache)
+        if hit is not None:
+            return hit
+        if self.loader.get("section_defaults") != "instance" or entry.get("optional") or entry.get("array") \
+                or "default_class" not in entry:
+            hit = self._merged[cache] = {}
+            return hit
+        section = _Section(self, pattern, {}, self.keys(pattern, qn))
+        for step in self.data["classes"].get(qn, {}).get("checks", []):
+            if step["kind"] == "assign" and _holds(step.get("when", []), section, {})[0] is True:
+                section.assigned[step["target"]] = _value(step["value"], section, {})
+        hit = self._merged[cache] = {k: v for k, v in section.assigned.items() if v is not _UNKNOWN}
+        return hit
 
     def _prepared(self, qn: str, keys: dict) -> list:
         """A class's __post_init__ steps with what each needs, computed once: [(step, names it reads, the same
