@@ -111,7 +111,12 @@ def _root(ctx: _Ctx, data: dict) -> dict:
     for name, default in keys.items():  # top-level plain values (hf_assets_path, dump_folder, ...)
         out[name] = _plain(ctx, name, data, name, default)
     for name, key in tables.items():  # sections: built when a rule first reads them
-        out[name] = _section(ctx, key, name, data.get(name, _ABSENT))
+        raw = data.get(name, _ABSENT)
+        if raw.__class__ is dict and not ctx.unknown and not key["table"].endswith("[]"):
+            # a section written as a table, the usual case: what _section gives it, without the call
+            out[name] = LazyDict(lambda p=key["table"], raw=raw, name=name: _table(ctx, p, raw, name, None))
+        else:
+            out[name] = _section(ctx, key, name, raw)
     out["class"] = short
     return out
 
