@@ -321,16 +321,15 @@ class Schema:
             fast = {}
             for name, key in keys.items():
                 if "table" not in key:
-                    test = _fast_test(key["type"], model)
+                    # a plain int/float/bool/str field's test without the call (most fields are)
+                    test = _FAST.get(key["type"]["kind"]) or _fast_test(key["type"], model)
                     if test is not None:
                         fast[name] = test
             steps = self._data["classes"].get(qn, {}).get("checks", [])
             names = set()
             for step in steps:
                 if step["kind"] != "assign":
-                    names |= _self_names(step["condition"])
-                    for c in step.get("when", []):
-                        names |= _self_names(c)
+                    names.update(_self_order(step))
             plan = self._merged[cache] = _Plan(keys, fast, qn, self._data["classes"][qn]["name"],
                                                frozenset(names) if steps else None, len(entry["classes"]) > 1)
         return plan
@@ -368,12 +367,12 @@ class Schema:
                 if step["kind"] == "assign":
                     prepared.append((step, frozenset(), (), None, tuple(step.get("when", [])), {}))
                     continue
-                names = _self_names(step["condition"]) | {n for c in step.get("when", []) for n in _self_names(c)}
+                order = tuple(_self_order(step))  # the fields of its condition and its whens, once each
                 member = members.get(step["source"])
                 condition, local = _seed(step, member["values"] if member else None)
                 # conditions stay text until first evaluated: a check never reached is never compiled
-                prepared.append((step, frozenset(names), tuple(_self_order(step)), member,
-                                 tuple(step.get("when", [])) + (condition,), local))
+                prepared.append((step, frozenset(order), order, member, tuple(step.get("when", [])) + (condition,),
+                                 local))
             self._merged[cache] = prepared
         return prepared
 
