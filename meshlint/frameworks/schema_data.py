@@ -393,7 +393,7 @@ class Schema:
                 continue
             if names.isdisjoint(written) or not names.isdisjoint(stopped):
                 continue
-            state, local, error = _holds(conds, values, dict(seed))
+            state, local, error = _holds(conds, values, seed)  # read, never changed: no copy
             if state is not True and state != "raises":
                 continue  # the usual case: the check passes (or cannot be decided)
             mine = [n for n in order if n in written]
@@ -438,10 +438,15 @@ class Schema:
 
     def _child(self, ctx, key: dict, pattern: str, name, path: str, raw, problems: list,
                parent: str | None = None) -> None:
-        # the child's table from this table's own path (a class met at several paths names only the first)
-        child = f"{pattern}.{name}".lstrip(".") + ("[]" if key["table"].endswith("[]") else "")
-        if child not in self._data["tables"]:
-            child = key["table"]
+        # the child's table from this table's own path (a class met at several paths names only the first),
+        # worked out once: each section written asks
+        cache = ("child", pattern, name, key["table"])
+        child = self._merged.get(cache)
+        if child is None:
+            child = f"{pattern}.{name}".lstrip(".") + ("[]" if key["table"].endswith("[]") else "")
+            if child not in self._data["tables"]:
+                child = key["table"]
+            self._merged[cache] = child
         # a registry section the code did not build is its default: known when this table's class is
         implied = key.get("default_factory") if parent is not None else None
         if child.endswith("[]"):
@@ -764,7 +769,7 @@ class _Section:
 
     def __init__(self, schema: Schema, pattern: str, table: dict, keys: dict, base: dict | None = None):
         self.schema, self.pattern, self.keys = schema, pattern, keys
-        self.written = {k: v for k, v in table.items() if k in keys}
+        self.written = {k: v for k, v in table.items() if k in keys} if table else {}
         self.base = base or {}   # the default instance's values (KempnerForge), under what the file writes
         self.assigned: dict = {}
 
@@ -830,7 +835,8 @@ def _value(text: str, values: _Section, local: dict):
 def _holds(conditions, values: _Section, local: dict):
     """(True/False/None/"raises", the loop variables that made it hold, the exception text).
 
-    ``conditions``: condition texts, or conditions already prepared by :func:`_cond`."""
+    ``conditions``: condition texts, or conditions already prepared by :func:`_cond`. ``local`` is read, never
+    changed (a loop binds its names in a copy), so callers hand in their own."""
     if not conditions:
         return True, local, None
     first, rest = conditions[0], conditions[1:]
