@@ -104,15 +104,20 @@ def _root(ctx: _Ctx, data: dict) -> dict:
     if entry is None:
         return {}
     qn = _class_of(ctx, "", entry, "", data)
-    keys, tables = _template(ctx, "", qn)
+    keys, tables, short = _template(ctx, "", qn)
     if ctx.unknown and ctx.covered(""):  # the whole config could not be read: every section null
         return {**dict.fromkeys(keys), **dict.fromkeys(tables), "class": None}
     out: dict = {}
     for name, default in keys.items():  # top-level plain values (hf_assets_path, dump_folder, ...)
         out[name] = _plain(ctx, name, data, name, default)
     for name, key in tables.items():  # sections: built when a rule first reads them
-        out[name] = _section(ctx, key, name, data.get(name, _ABSENT))
-    out["class"] = _short(ctx, qn)
+        raw = data.get(name, _ABSENT)
+        if raw.__class__ is dict and not ctx.unknown and not key["table"].endswith("[]"):
+            # a section written as a table, the usual case: what _section gives it, without the call
+            out[name] = LazyDict(lambda p=key["table"], raw=raw, name=name: _table(ctx, p, raw, name, None))
+        else:
+            out[name] = _section(ctx, key, name, raw)
+    out["class"] = short
     return out
 
 
@@ -173,26 +178,28 @@ def _table(ctx: _Ctx, pattern: str, written: dict, path: str, forced: str | None
         return dict(written)
     qn = _class_of(ctx, pattern, entry, path, written, forced)
     if qn is None:  # a class the schema does not know: what is written, nothing defaulted
-        keys, tables = _template(ctx, pattern, None)
+        keys, tables, _ = _template(ctx, pattern, None)
         out = dict.fromkeys(keys)
         out.update(dict.fromkeys(tables))
         out.update(written)
         out["class"] = None
         return _blank_unknown(ctx, out, path)
-    keys, tables = _template(ctx, pattern, qn)
+    keys, tables, short = _template(ctx, pattern, qn)
     out = dict(keys)
     if ctx.types:
         for name, value in written.items():
             if name in keys:
                 out[name] = _classed(ctx, value, f"{path}.{name}" if path else name)
+    elif keys.keys() >= written.keys():  # the usual table, plain values only: copied in one step
+        out.update(written)
     else:  # no class was built below here (not a registry config): _classed keeps every value as it is
         for name, value in written.items():
             if name in keys:
                 out[name] = value
     for name, key in tables.items():
         out[name] = _section(ctx, key, f"{path}.{name}", written.get(name, _ABSENT))
-    out["class"] = _short(ctx, qn)
-    return _blank_unknown(ctx, out, path)
+    out["class"] = short
+    return _blank_unknown(ctx, out, path) if ctx.unknown else out
 
 
 def _blank_unknown(ctx: _Ctx, out: dict, path: str) -> dict:
@@ -245,7 +252,8 @@ def _short(ctx: _Ctx, qn: str | None) -> str | None:
 
 
 def _template(ctx: _Ctx, pattern: str, qn: str | None) -> tuple:
-    """(plain key -> literal default or None, table key name -> key entry) of one class, once per process."""
+    """(plain key -> literal default or None, table key name -> key entry, the class's short name) of one class,
+    once per process."""
     cache = (ctx.schema.path, pattern, qn)
     hit = _TEMPLATES.get(cache)
     if hit is None:
@@ -260,5 +268,5 @@ def _template(ctx: _Ctx, pattern: str, qn: str | None) -> tuple:
                 tables[name] = key
             else:
                 plain[name] = key.get("default") if qn is not None else None
-        hit = _TEMPLATES[cache] = (plain, tables)
+        hit = _TEMPLATES[cache] = (plain, tables, _short(ctx, qn))
     return hit

@@ -97,6 +97,7 @@ class Schema:
                     data = jsonfast.loads(f.read())
             self._data = data
             _COMPILED.update(getattr(module, "COMPILED", {}))
+            _NAMES.update(getattr(module, "SELF_NAMES", {}))
         return self._data
 
     @property
@@ -228,12 +229,12 @@ class Schema:
                                     and name in self._data["tables"]:
                                 self._walk(ctx, name, name, raw, problems)
                     return  # a class the schema does not know (a user's own subclass): nothing is guessed
-        plan = self._plan(pattern, cls)
+        plan = self._merged.get(("plan", pattern, cls)) or self._plan(pattern, cls)  # each section: no call on a hit
         keys, fast = plan.keys, plan.fast if ctx.origin == "file" else {}
         written = None        # what the section's own checks will see (built only when they run)
         typed: dict = {}      # name -> its type problem, where a later refusal is merged in
         stopped: set = set()  # names whose value already stopped the framework
-        pseudo = self.loader.get("pseudo_sections", {}) if where == "" else {}
+        pseudo = self._data["loader"].get("pseudo_sections", {}) if where == "" else {}
         exact = plan.exact if ctx.origin == "file" else {}
         for name, raw in table.items():
             if exact.get(name) is raw.__class__:
@@ -271,7 +272,7 @@ class Schema:
                 problems.append(self._unknown(ctx, pattern, where, name, list(keys), plan.class_name))
         if plan.check_names is None or (ctx.types is not None and cls is None and plan.ambiguous):
             return  # no __post_init__ checks, or a registry config whose class here is not known
-        steps, names = self._live(plan.qn, keys)
+        steps, names = self._merged.get(("live", plan.qn)) or self._live(plan.qn, keys)
         if written is None:
             if names.isdisjoint(table):
                 return  # nothing this config writes is checked: the common case, kept cheap
@@ -320,16 +321,15 @@ class Schema:
             fast = {}
             for name, key in keys.items():
                 if "table" not in key:
-                    test = _fast_test(key["type"], model)
+                    # a plain int/float/bool/str field's test without the call (most fields are)
+                    test = _FAST.get(key["type"]["kind"]) or _fast_test(key["type"], model)
                     if test is not None:
                         fast[name] = test
             steps = self._data["classes"].get(qn, {}).get("checks", [])
             names = set()
             for step in steps:
                 if step["kind"] != "assign":
-                    names |= _self_names(step["condition"])
-                    for c in step.get("when", []):
-                        names |= _self_names(c)
+                    names.update(_self_order(step))
             plan = self._merged[cache] = _Plan(keys, fast, qn, self._data["classes"][qn]["name"],
                                                frozenset(names) if steps else None, len(entry["classes"]) > 1)
         return plan
@@ -337,17 +337,22 @@ class Schema:
     def _instance_defaults(self, pattern: str, entry: dict, qn: str, where: str) -> dict:
         """KempnerForge rebuilds a written section from the default instance: what its __post_init__
         filled in (n_kv_heads = n_heads = 32) is the default for keys the file leaves out."""
-        if self.loader.get("section_defaults") != "instance" or not where or entry.get("optional") \
-                or entry.get("array") or "default_class" not in entry or "." in where:
+        if not where or "." in where:
             return {}
-        cache = ("instance", pattern, qn)
-        if cache not in self._merged:
-            section = _Section(self, pattern, {}, self.keys(pattern, qn))
-            for step in self.data["classes"].get(qn, {}).get("checks", []):
-                if step["kind"] == "assign" and _holds(step.get("when", []), section, {})[0] is True:
-                    section.assigned[step["target"]] = _value(step["value"], section, {})
-            self._merged[cache] = {k: v for k, v in section.assigned.items() if v is not _UNKNOWN}
-        return self._merged[cache]
+        cache = ("instance", pattern, qn)  # looked up first: each section written asks (~0.5 M instructions)
+        hit = self._merged.get(cache)
+        if hit is not None:
+            return hit
+        if self.loader.get("section_defaults") != "instance" or entry.get("optional") or entry.get("array") \
+                or "default_class" not in entry:
+            hit = self._merged[cache] = {}
+            return hit
+        section = _Section(self, pattern, {}, self.keys(pattern, qn))
+        for step in self.data["classes"].get(qn, {}).get("checks", []):
+            if step["kind"] == "assign" and _holds(step.get("when", []), section, {})[0] is True:
+                section.assigned[step["target"]] = _value(step["value"], section, {})
+        hit = self._merged[cache] = {k: v for k, v in section.assigned.items() if v is not _UNKNOWN}
+        return hit
 
     def _prepared(self, qn: str, keys: dict) -> list:
         """A class's __post_init__ steps with what each needs, computed once: [(step, names it reads, the same
@@ -362,12 +367,12 @@ class Schema:
                 if step["kind"] == "assign":
                     prepared.append((step, frozenset(), (), None, tuple(step.get("when", [])), {}))
                     continue
-                names = _self_names(step["condition"]) | {n for c in step.get("when", []) for n in _self_names(c)}
+                order = tuple(_self_order(step))  # the fields of its condition and its whens, once each
                 member = members.get(step["source"])
                 condition, local = _seed(step, member["values"] if member else None)
                 # conditions stay text until first evaluated: a check never reached is never compiled
-                prepared.append((step, frozenset(names), tuple(_self_order(step)), member,
-                                 tuple(step.get("when", [])) + (condition,), local))
+                prepared.append((step, frozenset(order), order, member, tuple(step.get("when", [])) + (condition,),
+                                 local))
             self._merged[cache] = prepared
         return prepared
 
@@ -388,7 +393,7 @@ class Schema:
                 continue
             if names.isdisjoint(written) or not names.isdisjoint(stopped):
                 continue
-            state, local, error = _holds(conds, values, dict(seed))
+            state, local, error = _holds(conds, values, seed)  # read, never changed: no copy
             if state is not True and state != "raises":
                 continue  # the usual case: the check passes (or cannot be decided)
             mine = [n for n in order if n in written]
@@ -433,10 +438,15 @@ class Schema:
 
     def _child(self, ctx, key: dict, pattern: str, name, path: str, raw, problems: list,
                parent: str | None = None) -> None:
-        # the child's table from this table's own path (a class met at several paths names only the first)
-        child = f"{pattern}.{name}".lstrip(".") + ("[]" if key["table"].endswith("[]") else "")
-        if child not in self._data["tables"]:
-            child = key["table"]
+        # the child's table from this table's own path (a class met at several paths names only the first),
+        # worked out once: each section written asks
+        cache = ("child", pattern, name, key["table"])
+        child = self._merged.get(cache)
+        if child is None:
+            child = f"{pattern}.{name}".lstrip(".") + ("[]" if key["table"].endswith("[]") else "")
+            if child not in self._data["tables"]:
+                child = key["table"]
+            self._merged[cache] = child
         # a registry section the code did not build is its default: known when this table's class is
         implied = key.get("default_factory") if parent is not None else None
         if child.endswith("[]"):
@@ -751,11 +761,15 @@ _BUILTINS = {"len": len, "set": set, "sorted": sorted, "list": list, "tuple": tu
 
 
 class _Section:
-    """A table as the framework's ``self`` sees it: written values over the schema's defaults."""
+    """A table as the framework's ``self`` sees it: written values over the schema's defaults.
+
+    The prewritten texts read fields with ``V.get(name)`` (never ``V.name``), so the class has no ``__getattr__``:
+    with one, Python cannot specialise any attribute read on a section (``V.get``, ``self.written``), which cost
+    a first run ~1.5 M instructions."""
 
     def __init__(self, schema: Schema, pattern: str, table: dict, keys: dict, base: dict | None = None):
         self.schema, self.pattern, self.keys = schema, pattern, keys
-        self.written = {k: v for k, v in table.items() if k in keys}
+        self.written = {k: v for k, v in table.items() if k in keys} if table else {}
         self.base = base or {}   # the default instance's values (KempnerForge), under what the file writes
         self.assigned: dict = {}
 
@@ -783,11 +797,6 @@ class _Section:
         if "default_factory" in key and "table" in key:
             return _Section(self.schema, key["table"], {}, self.schema.keys(key["table"], key["default_factory"]))
         raise _Unknown(name)
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return self.get(name)
 
     def _unknown(self, *_):
         raise _Unknown("section")  # a whole section used as a value: meshlint cannot follow it
@@ -826,7 +835,8 @@ def _value(text: str, values: _Section, local: dict):
 def _holds(conditions, values: _Section, local: dict):
     """(True/False/None/"raises", the loop variables that made it hold, the exception text).
 
-    ``conditions``: condition texts, or conditions already prepared by :func:`_cond`."""
+    ``conditions``: condition texts, or conditions already prepared by :func:`_cond`. ``local`` is read, never
+    changed (a loop binds its names in a copy), so callers hand in their own."""
     if not conditions:
         return True, local, None
     first, rest = conditions[0], conditions[1:]
@@ -1298,6 +1308,8 @@ def _plain_name(text: str) -> bool:
     return text.isascii() and text.isidentifier() and text not in KEYWORDS
 
 
+# text -> the ``self.name`` fields it reads, in order (a tuple): the schema's own texts come prewritten
+# (meshlint/schema_compiled/: SELF_NAMES), since finding them with fastre cost a first run ~2 M instructions
 _NAMES: dict = {}
 
 
@@ -1305,20 +1317,24 @@ def _self_field():  # ``self.name`` in a check's text
     return fastre.compile(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def self_fields(text: str) -> tuple:
+    """The ``self.name`` fields ``text`` reads, in order, with repeats (what the generator writes as SELF_NAMES)."""
+    found = _NAMES.get(text)
+    if found is None:
+        found = _NAMES[text] = tuple(_self_field().findall(text))
+    return found
+
+
 def _self_names(text: str) -> set:
-    names = _NAMES.get(text)
-    if names is None:
-        names = _NAMES[text] = set(_self_field().findall(text))
-    return names
+    return set(self_fields(text))
 
 
 def _self_order(step: dict) -> list:
     """The fields a check reads, in the order its condition names them (condition first)."""
-    text = step["condition"] + " " + " ".join(step.get("when", []))
-    order = _NAMES.get(("order", text))
-    if order is None:
-        order = _NAMES[("order", text)] = list(dict.fromkeys(_self_field().findall(text)))
-    return order
+    found = self_fields(step["condition"])
+    for text in step.get("when", ()):
+        found += self_fields(text)
+    return list(dict.fromkeys(found))
 
 
 def _fill(message: str, values: _Section, local: dict) -> str:

@@ -10,7 +10,8 @@ first config. Written here as one module per schema, the translation is done onc
 generation, and Python's own bytecode cache loads the functions. Each module is derived from
 a committed schema file and from ``schema_data.translated_source`` only, so it is data, not a
 second implementation: ``tests/test_schema_generated.py`` regenerates and compares them, and a
-text missing from a module is simply translated at run time as before. Each module also holds the
+text missing from a module is simply translated at run time as before. ``SELF_NAMES`` holds the
+``self.`` fields each check's texts read (found with fastre at run time otherwise: ~2 M instructions). Each module also holds the
 schema's content itself (``DATA``, a literal): loading it from bytecode costs a first check ~2 M
 instructions where parsing the JSON file cost ~5.5 M.
 """
@@ -54,6 +55,19 @@ def texts(schema: dict) -> list:
     return list(out)
 
 
+def self_names(schema: dict) -> dict:
+    """text -> the ``self.name`` fields it reads (schema_data.self_fields), for each condition and ``when`` text of
+    every check, in a stable order."""
+    out: dict = {}
+    for cls in schema["classes"].values():
+        for step in cls.get("checks", []):
+            if step["kind"] != "assign":
+                for text in [step["condition"], *step.get("when", [])]:
+                    if text not in out:
+                        out[text] = tuple(schema_data._self_field().findall(text))
+    return out
+
+
 def _literal(value) -> bool:
     """The constant writes as Python source that reads back as itself (no inf, nan, ...)."""
     try:
@@ -86,6 +100,9 @@ def module_source(name: str, raw: str) -> str:
             continue  # left to the run-time translation
         lines.append(f"    {text!r}: lambda V, L, K={consts!r}: {source},")
     lines += ["}", ""]
+    names = self_names(schema)
+    if names:  # the fields each check's texts read, found here rather than with fastre in every run
+        lines += ["SELF_NAMES = {"] + [f"    {text!r}: {found!r}," for text, found in names.items()] + ["}", ""]
     if _literal(schema):  # the schema itself, as Python's bytecode cache loads it: a third of parsing the JSON
         lines += ["# The schema file's content (schema_data reads the JSON file where this is missing).",
                   f"DATA = {schema!r}", ""]
