@@ -13,6 +13,7 @@ from __future__ import annotations
 
 
 from meshlint import fastre
+from meshlint.tomlfast import lines_of
 from meshlint.limits import MAX_NESTING
 
 Pos = tuple  # (line, col), both 1-based
@@ -356,7 +357,7 @@ def _line_comments(text: str) -> list | None:
     # text (a first run on KempnerForge's configs, ~19 comments in ~80 lines each: ~1 M instructions less)
     out = []
     number = 0
-    for line in text.split("\n"):
+    for line in lines_of(text):  # the reader's split of the same text, when it was the last one split
         number += 1
         if "#" not in line:
             continue
