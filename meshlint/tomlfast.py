@@ -35,6 +35,20 @@ _CACHED = 4096
 _MISS = object()
 
 
+_SPLIT: list = [None, None]  # the text split into lines last, and its lines
+
+
+def lines_of(text: str) -> list:
+    """``text.split("\\n")``, shared with the last caller that split the same text object: a config is split here
+    to be read, then again to find its comments (inputs/tomlpos.py); once, not twice, saves a first run on
+    KempnerForge's configs ~1 M instructions. The list is shared: read it, never change it."""
+    if _SPLIT[0] is text:
+        return _SPLIT[1]
+    lines = text.split("\n")
+    _SPLIT[0], _SPLIT[1] = text, lines
+    return lines
+
+
 class _Decline(Exception):
     """The document is not one this reader handles (or not valid TOML): tomllib decides."""
 
@@ -106,7 +120,7 @@ class _Reader:
         two lookups, anything else is read in place from its offset in the text."""
         s = self.s
         keys, values, headers = _KEYS, _VALUES, _HEADERS
-        lines = s.split("\n")
+        lines = lines_of(s)
         count = len(lines)
         ends = None  # each line's end offset, computed at the first line read in place
         header: tuple = ()
