@@ -213,42 +213,42 @@ def readable(condition: str) -> str:
 
 
 def _closing(text: str, at: int) -> int | None:
-    """The index of the bracket closing ``text[at]`` ('('), outside string literals; None when it is not closed
-    (a condition the inventory cut short with '…')."""
-    depth, quote = 0, None
-    for k in range(at, len(text)):
-        ch = text[k]
-        if quote:
-            if ch == quote and text[k - 1] != "\\":
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return k
+    """The index of the bracket closing ``text[at]`` ('('), or None when it is not closed (a condition the
+    inventory cut short with '…')."""
+    for k, depth in _bracket_depths(text, at):
+        if depth == 0 and text[k] in ")]}":
+            return k
     return None
 
 
 def _no_top_level_words(text: str) -> bool:
-    """No `` and ``, `` or ``, `` if `` or ``lambda`` outside brackets and strings (and no unclosed bracket)."""
-    depth, quote, flat = 0, None, []
-    for k, ch in enumerate(text):
-        if quote:
-            if ch == quote and text[k - 1] != "\\":
-                quote = None
-            flat.append("_")
-        elif ch in "'\"":
-            quote = ch
-            flat.append("_")
-        else:
-            depth += ch in "([{"
-            depth -= ch in ")]}"
-            flat.append(ch if depth == 0 and ch not in ")]}" else "_")
+    """No `` and ``, `` or ``, `` if `` or ``lambda`` outside brackets and strings, every bracket closed."""
+    flat = ["_"] * len(text)
+    depth = 0
+    for k, depth in _bracket_depths(text, 0):
+        if depth == 0 and text[k] not in ")]}":
+            flat[k] = text[k]
     words = f" {''.join(flat)} "
-    return depth == 0 and quote is None and not any(w in words for w in (" and ", " or ", " if ", " lambda "))
+    return depth == 0 and not any(w in words for w in (" and ", " or ", " if ", " lambda "))
+
+
+def _bracket_depths(text: str, start: int):
+    """(index, bracket depth after it) of each character from ``start`` outside string literals (a string's
+    characters, its quotes and escapes included, are skipped; an unclosed string ends the walk)."""
+    depth, k, n = 0, start, len(text)
+    while k < n:
+        ch = text[k]
+        if ch in "'\"":
+            end = k + 1
+            while end < n and text[end] != ch:
+                end += 2 if text[end] == "\\" else 1
+            if end >= n:
+                return
+            k = end + 1
+            continue
+        depth += (ch in "([{") - (ch in ")]}")
+        yield k, depth
+        k += 1
 
 
 def states(args: dict, unknown=(), given=(), world: int | None = None, entry: str | None = None,
