@@ -313,11 +313,17 @@ def main() -> None:
         shown = f"{ratio['cpu_best']:.2f}, {ratio['cpu_median']:.2f}" if ratio else ""
         print(f"| {label} | {t['wall_best_ms']:.0f} ms | {t['wall_median_ms']:.0f} ms | "
               f"{t['cpu_best_ms']:.0f} ms | {t['cpu_median_ms']:.0f} ms | {shown} |")
-    verdict = ", ".join(f"{name.removeprefix('meshlint_')} {r['cpu_best']:.2f} "
-                        f"({'meets' if r['cpu_best'] <= GOALS.get(name, 0.6) else 'misses'} {GOALS.get(name, 0.6)})"
+    # both statistics: on a shared VM the best of a few dozen rounds swings by several per cent from run to run
+    # (docs/benchmarks.md, thirteenth pass), the median less
+    def judged(r: dict, goal: float) -> str:
+        marks = ["meets" if r[k] <= goal else "misses" for k in ("cpu_best", "cpu_median")]
+        return f"{marks[0]} {goal}" if marks[0] == marks[1] else f"best {marks[0]}, median {marks[1]} {goal}"
+
+    verdict = ", ".join(f"{name.removeprefix('meshlint_')} {r['cpu_best']:.2f}/{r['cpu_median']:.2f} "
+                        f"({judged(r, GOALS.get(name, 0.6))})"
                         for name, r in out["ratios"].items() if name != "parse_only")
     verdict += f"; only parsing the configs: {out['ratios']['parse_only']['cpu_best']:.2f}"
-    print(f"\nmeshlint / KempnerForge, CPU best: {verdict}. Bytecode {args.bytecode}, site {out['site']}, {args.repeat} rounds, "
+    print(f"\nmeshlint / KempnerForge, CPU best/median: {verdict}. Bytecode {args.bytecode}, site {out['site']}, {args.repeat} rounds, "
           f"load average {out['load']:.1f} on {os.cpu_count()} CPUs.")
     print("\n| process | user median | system median |\n| --- | ---: | ---: |")
     for name in ("floor", "kempnerforge", "meshlint_empty", "meshlint_warm"):
