@@ -142,11 +142,11 @@ _ABSENT = object()
 
 def _table(keys: list) -> tuple:
     """Per key list (one per dialect), computed once: sections, and per key what reading it needs (its
-    section, leaf, whether the leaf is dotted, fact, default and type test), so that the loop over a dialect's
-    ~90 keys, most of them absent from a config, reads no attribute (~0.1 M instructions a config)."""
+    section, leaf, whether the leaf is dotted, fact and default), so that the loop over a dialect's ~90 keys,
+    most of them absent from a config, reads no attribute."""
     table = _TABLES.get(id(keys))
     if table is None or table[0] is not keys:
-        entries = [(k, k.section, k.leaf, "." in k.leaf, k.fact, k.default, _TYPE_OK[k.type]) for k in keys]
+        entries = [(k, k.section, k.leaf, "." in k.leaf, k.fact, k.default) for k in keys]
         table = _TABLES[id(keys)] = (keys, list(dict.fromkeys(e[1] for e in entries)), entries)
     return table[1], table[2]
 
@@ -164,7 +164,7 @@ def read_keys(data: dict, keys: list, coerce: Coerce, spec: Spec) -> None:
         else:
             tables[section] = value if value is not None else {}
     values = spec.values
-    for key, section, leaf, dotted, fact, default, ok in entries:
+    for key, section, leaf, dotted, fact, default in entries:
         table = tables[section]
         if table is None:
             value: Any = None
@@ -175,12 +175,7 @@ def read_keys(data: dict, keys: list, coerce: Coerce, spec: Spec) -> None:
                     raw = _ABSENT
             else:
                 raw = table.get(leaf, _ABSENT)
-            if raw is _ABSENT:
-                value = default
-            elif ok(raw) and not key.choices:  # the usual case, as _checked decides it
-                value = float(raw) if key.type == "float" else raw
-            else:
-                value = _checked(key, raw, coerce, spec)
+            value = default if raw is _ABSENT else _checked(key, raw, coerce, spec)
         if fact:
             values[fact] = value
 
