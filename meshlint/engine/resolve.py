@@ -56,6 +56,8 @@ def _identified(source, explicit: str | None) -> tuple | None:
     start = os.path.dirname(os.path.abspath(path)) if isinstance(path, str) and path else None
     key = (start, explicit)
     if key not in _TOML_ROOTS:
+        if len(_TOML_ROOTS) >= 4096:  # a long-lived process reads configs of many folders: keep the cache bounded
+            _TOML_ROOTS.clear()
         root, _how = find_root(start, explicit)
         version, evidence = versions.identify(root) if root else (None, None)
         _TOML_ROOTS[key] = (version, evidence, root) if version else None

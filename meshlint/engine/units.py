@@ -372,6 +372,8 @@ def _root_of(source, options) -> str | None:
     start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
     key = (start, options.torchtitan_root)
     if key not in _IDENTIFIED:
+        if len(_IDENTIFIED) >= 4096:  # a long-lived process reads configs of many folders: keep the cache bounded
+            _IDENTIFIED.clear()
         root, how = find_root(start, options.torchtitan_root)
         _IDENTIFIED[key] = (versions.identify(root), root, how) if root else (None, None, None)
     return _IDENTIFIED[key][1]
