@@ -288,3 +288,7 @@ def test_a_negated_assert_not_reads_without_double_negation():
     assert readable("a and not (not x or y)") == "a and not (not x or y)"
     assert readable("cannot (not x)") == "cannot (not x)"
     assert readable("a and not (not x…") == "a and not (not x…"
+    assert readable("a and not (not f('x)…") == "a and not (not f('x)…"
+    # the word test skips strings and refuses a string left open
+    assert validate_checks._no_top_level_words("f('a and b') == \"or\"")
+    assert not validate_checks._no_top_level_words("x == 'abc")

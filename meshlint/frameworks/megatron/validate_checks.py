@@ -222,10 +222,13 @@ def _closing(text: str, at: int) -> int | None:
 
 
 def _no_top_level_words(text: str) -> bool:
-    """No `` and ``, `` or ``, `` if `` or ``lambda`` outside brackets and strings, every bracket closed."""
+    """No `` and ``, `` or ``, `` if `` or ``lambda`` outside brackets and strings, every bracket and string
+    closed."""
     flat = ["_"] * len(text)
     depth = 0
     for k, depth in _bracket_depths(text, 0):
+        if depth is None:  # a string left open
+            return False
         if depth == 0 and text[k] not in ")]}":
             flat[k] = text[k]
     words = f" {''.join(flat)} "
@@ -234,7 +237,8 @@ def _no_top_level_words(text: str) -> bool:
 
 def _bracket_depths(text: str, start: int):
     """(index, bracket depth after it) of each character from ``start`` outside string literals (a string's
-    characters, its quotes and escapes included, are skipped; an unclosed string ends the walk)."""
+    characters, its quotes and escapes included, are skipped; a string left open ends the walk with (its quote's
+    index, None))."""
     depth, k, n = 0, start, len(text)
     while k < n:
         ch = text[k]
@@ -243,6 +247,7 @@ def _bracket_depths(text: str, start: int):
             while end < n and text[end] != ch:
                 end += 2 if text[end] == "\\" else 1
             if end >= n:
+                yield k, None
                 return
             k = end + 1
             continue
