@@ -308,11 +308,15 @@ class _Scanner:
             self.advance()
 
 
-def scan(text: str) -> Positions:
+def _compile_patterns() -> None:
     global _BARE_RUN, _PLAIN_VALUE, _STRING_RUN
     if _BARE_RUN is None:
         _BARE_RUN, _PLAIN_VALUE = fastre.compile(r"[A-Za-z0-9_\-]*"), fastre.compile(r"[^,\]}\n\r#]*")
         _STRING_RUN = fastre.compile(r'[^"\\\n]+')
+
+
+def scan(text: str) -> Positions:
+    _compile_patterns()
     scanner = _Scanner(text)
     try:
         scanner.document()
@@ -426,13 +430,15 @@ def comments_by(pattern, text: str) -> list:
 
 
 def quick_scan(text: str, comments: list | None = None) -> Positions | None:
-    """``scan(text)``'s positions a line at a time, for a document tomllib accepted whose every statement
-    fits on its line: keys and headers without quotes, values without inline tables, arrays of plain
-    values (no strings, nested arrays, inline tables or comments in them). None for anything else: ``scan`` reads it.
-    A config with findings needs its positions; this costs a tenth of the character scan. ``comments``: the text's
-    ``scan_comments``, where the caller has them already. What a line says depends on its text alone
-    (``_line_shape``, kept across documents: a project's configs repeat most of their lines); where it stands
-    (its table, array-of-tables indices, duplicates) is worked out here."""
+    """``scan(text)``'s positions a line at a time, for a document tomllib accepted (without multi-line strings or
+    carriage returns): a line of a plain key and a plain value or an array of plain values, or a header without
+    quotes, is read from its text alone; any other statement (a quoted key, an inline table, an array of strings or
+    tables, an array over several lines) by the full scan's own code from where it starts to where it ends
+    (``_statement``). None for anything else (a quoted header): ``scan`` reads it. A config with findings needs its
+    positions; this costs a tenth of the character scan. ``comments``: the text's ``scan_comments``, where the
+    caller has them already. What a line says depends on its text alone (``_line_shape``, kept across documents:
+    a project's configs repeat most of their lines); where it stands (its table, array-of-tables indices,
+    duplicates) is worked out here."""
     if "\r" in text or '"""' in text or "'''" in text:
         return None
     out = Positions()
@@ -440,7 +446,10 @@ def quick_scan(text: str, comments: list | None = None) -> Positions | None:
     aot_index: dict = {}
     current: tuple = ()
     shapes = _SHAPES
-    for number, raw in enumerate(text.split("\n"), 1):
+    lines = text.split("\n")
+    numbered = enumerate(lines, 1)
+    known = [1, 0]  # a line's number and the offset it starts at, the last one worked out (_statement)
+    for number, raw in numbered:
         shape = shapes.get(raw, _MISS)
         if shape is _MISS:
             shape = _line_shape(raw)
@@ -450,6 +459,13 @@ def quick_scan(text: str, comments: list | None = None) -> Positions | None:
             continue
         if shape is _DECLINE:
             return None
+        if shape is _STATEMENT:
+            last = _statement(text, lines, number, known, current, out)
+            if last is None:
+                return None
+            for _ in range(last - number):  # the lines the statement went on over are read
+                next(numbered)
+            continue
         kind, col, parts, extra = shape
         at = (number, col)
         if kind == "[":  # a header; extra: whether it opens an array of tables
@@ -482,8 +498,34 @@ def quick_scan(text: str, comments: list | None = None) -> Positions | None:
     return out
 
 
+def _statement(text: str, lines: list, number: int, known: list, current: tuple, out: Positions) -> int | None:
+    """The key and value statement starting on line ``number`` (in the table ``current``) read into ``out`` by the
+    full scan's own ``keyval``, from the line's start: the number of the line it ends on, or None where it does not
+    read to the end of a line (the document goes to the full scan). ``known``: a line's number and offset, moved
+    on here so that finding a line's offset costs the lines since the last statement, not the whole text."""
+    _compile_patterns()
+    seen, offset = known
+    offset += sum(map(len, lines[seen - 1:number - 1])) + number - seen  # each line and its "\n"
+    known[:] = number, offset
+    scanner = _Scanner(text)
+    scanner.out = out
+    scanner.i = scanner.line_start = offset
+    scanner.line = number
+    try:
+        scanner.skip_ws()
+        scanner.keyval(current)
+        scanner.skip_ws()
+    except (_Stop, IndexError, RecursionError):
+        return None
+    if scanner.i < scanner.n and text[scanner.i] not in "#\n":
+        return None  # more on the line than one statement: not valid TOML, nothing to mirror
+    known[:] = scanner.line, scanner.line_start
+    return scanner.line
+
+
 _MISS = object()
 _DECLINE = object()  # a line quick_scan does not read: the document goes to the full scan
+_STATEMENT = object()  # a key line whose statement the full scan's code reads where it stands (_statement)
 _SHAPES: dict = {}   # a line's text -> _line_shape's answer, across documents (bounded)
 _SHAPES_MAX = 8192
 
@@ -504,21 +546,23 @@ def _line_shape(raw: str):
             return _DECLINE
         return ("[", col, tuple(p.strip(" \t") for p in inner.split(".")), is_array)
     key, eq, value = line.partition("=")
-    if not eq or '"' in key or "'" in key:
+    if not eq:
         return _DECLINE
+    if '"' in key or "'" in key:
+        return _STATEMENT  # a quoted key
     if "." in key:
         parts = tuple(p.strip(" \t") for p in key.split("."))
     else:  # the usual plain key
         parts = (key.strip(" \t"),)
     stripped = value.lstrip(" \t")
     if stripped[:1] == "{":
-        return _DECLINE  # an inline table: its keys and their positions are the full scan's to find
+        return _STATEMENT  # an inline table: its keys and their positions are the full scan's to find
     elements = None
     if stripped[:1] == "[":
         close = stripped.find("]")
         inner = stripped[1:close]
         if close < 0 or any(c in inner for c in "[{\"'#"):
-            return _DECLINE
+            return _STATEMENT  # an array over lines, or of strings, arrays or tables
         element_col = col + len(key) + 1 + len(value) - len(stripped) + 1  # the first element's column
         elements = []
         for index, element in enumerate(inner.split(",")):
