@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import shutil
 
 import pytest
@@ -229,7 +230,7 @@ def test_the_module_is_literal_data():
         assert [node.targets[0].id for node in body] == names
         for node in body:
             assert ast.literal_eval(node.value) == getattr(module, node.targets[0].id)
-    assert all(len(entry) == len(prebuilt.FIELDS) for entry in rules_prebuilt.RULES)
+    assert all(len(marshal.loads(data)) == len(prebuilt.FIELDS) for _, data in rules_prebuilt.RULES)
 
 
 def test_the_entries_follow_rules_fields():
@@ -242,6 +243,8 @@ def test_the_entries_follow_rules_fields():
 @pytest.mark.parametrize("damage", [
     {"RULES": [{"check": ["expr", "not a pair"]}]},  # the old encoding
     {"RULES": (("ML101", "invalid-value"),)},  # an entry too short
+    {"RULES": prebuilt.entry(rules.load_rule_file(str(ROOT / "rules" / "ML101-invalid-value.toml"), "builtin"))},
+    {"RULES": ((None, "not bytes"),)},
     {"RULES": None},
     {"FORMAT": 3},
 ])
@@ -340,11 +343,32 @@ def test_a_damaged_entry_of_one_dialect_fails_when_it_is_built(monkeypatch):
     is built (a run's check of such a file then reports meshlint's own failure, ML008)."""
     from meshlint.engine import rules_prebuilt
 
-    entries = list(rules_prebuilt.RULES)
+    entries = [marshal.loads(data) for _, data in rules_prebuilt.RULES]
     at = next(i for i, e in enumerate(entries) if e[8] == ("megatron",))
     entries[at] = entries[at][:10] + (None,) + entries[at][11:]  # its lets: not pairs
-    monkeypatch.setattr(rules_prebuilt, "RULES", tuple(entries))
+    monkeypatch.setattr(rules_prebuilt, "RULES", tuple(map(prebuilt.stored, entries)))
     built = prebuilt.load(rules.builtin_rules_dir())
     assert built is not None and built.for_dialect("kempnerforge")
     with pytest.raises(TypeError):
         built.for_dialect("megatron")
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x00garbage", "a tuple of other dialects", "an entry too short"])
+def test_an_entry_that_does_not_decode_fails_when_its_rule_is_built(monkeypatch, damage):
+    """The module's pairs are checked when it is loaded; an entry's bytes only when its rule is built: marshal's
+    own refusal, or a tuple that is not an entry of this rule's dialects, raises then (ML008 in a run)."""
+    from meshlint.engine import rules_prebuilt
+
+    entries = list(rules_prebuilt.RULES)
+    at = next(i for i, (dialects, _) in enumerate(entries) if dialects == ("accelerate",))
+    decoded = marshal.loads(entries[at][1])
+    if damage == "a tuple of other dialects":
+        damage = marshal.dumps(decoded[:8] + (("native",),) + decoded[9:])
+    elif damage == "an entry too short":
+        damage = marshal.dumps(decoded[:5])
+    entries[at] = (("accelerate",), damage)
+    monkeypatch.setattr(rules_prebuilt, "RULES", tuple(entries))
+    built = prebuilt.load(rules.builtin_rules_dir())
+    assert built is not None and built.for_dialect("torchtitan")
+    with pytest.raises((ValueError, EOFError)):
+        built.for_dialect("accelerate")

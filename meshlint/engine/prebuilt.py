@@ -39,8 +39,10 @@ import zlib
 
 from meshlint.lazydict import LazyDict
 
-FORMAT = 6  # of rules_prebuilt.RULES: one tuple per rule (``entry``); 6: trees and docs in rules_prebuilt_extra;
-# 5: templates split; 3 and below: the rule cache's
+FORMAT = 7  # of rules_prebuilt.RULES: one (dialects, marshalled entry) pair per rule (``stored``); 6: the entries as
+# literal tuples; 6: trees and docs in rules_prebuilt_extra; 5: templates split; 3 and below: the rule cache's
+# marshal's format for data (str, bytes, int, float, bool, None, tuple, list, dict), the same since Python 3.4
+MARSHAL_VERSION = 4
 
 # Rule's fields, in the order an entry holds them: ``_rules`` builds a Rule from them by position, so a Rule
 # with other fields is parsed from the rule files (and the generator refuses) until this line follows it
@@ -185,7 +187,7 @@ def record_lines(directory: str) -> tuple:
 
 def entry(rule) -> tuple:
     """A parsed rule as one tuple of literal data, in Rule's field order (FIELDS): what the generator writes into
-    rules_prebuilt.RULES and ``_rules`` builds back.
+    rules_prebuilt.RULES (``stored``) and ``_rules`` builds back.
 
     An expression is its source, a template its split (``Template.split``: literal texts and holes' sources, so no
     run scans its text for holes again); ``lets`` is ((name, source), ...), ``help`` ((condition, template), ...);
@@ -217,6 +219,16 @@ def entry(rule) -> tuple:
     return out
 
 
+def stored(entry: tuple) -> tuple:
+    """An entry as rules_prebuilt.RULES holds it: its dialects (which rules a dialect's check builds, known without
+    decoding the rest) and the entry marshalled. A run decodes only the entries of the rules it builds (a run on
+    KempnerForge configs 59 of 207): the module's strings and tuples for every rule cost a first run ~2 M
+    instructions to load, its bytes ~0.3 M."""
+    import marshal
+
+    return entry[8], marshal.dumps(entry, MARSHAL_VERSION)
+
+
 def deciding(rule) -> list:
     """The expressions that decide whether a rule holds, evaluated on every config it runs on: check, when, foreach,
     lets (its help conditions and templates are evaluated only for a finding)."""
@@ -245,9 +257,12 @@ def extra(rules: list) -> tuple:
 
 
 def _rules(entries: tuple, directory: str):
-    """The rules ``entry`` wrote, each with its file's path in ``directory`` (where it is now, not where it was
-    generated), as a RuleSet: a rule is built when a run first needs it (most runs need one dialect's). Every
-    entry's shape is checked here, so a damaged module raises now (and is not used)."""
+    """The rules ``stored`` wrote, each with its file's path in ``directory`` (where it is now, not where it was
+    generated), as a RuleSet: a rule is decoded and built when a run first needs it (most runs need one dialect's).
+    Every pair's shape is checked here, so a damaged module raises now (and is not used); what the shape cannot
+    show raises when that rule is built."""
+    from marshal import loads
+
     from meshlint.engine.expr import Expr, Template
     from meshlint.engine.rules import Rule
     from meshlint.engine.rulelist import RuleSet, RuleStore
@@ -257,17 +272,23 @@ def _rules(entries: tuple, directory: str):
     size = len(FIELDS)
     dialects_of = []  # each rule's dialects, known before it is built
     for e in entries:
-        if e.__class__ is not tuple or len(e) != size or e[4].__class__ is not str \
-                or not (e[8] is None or e[8].__class__ is tuple):
-            raise ValueError(f"{e[0] if e.__class__ is tuple and e else e!r}: an entry of another format")
-        dialects_of.append(e[8])
+        if e.__class__ is not tuple or len(e) != 2 or e[1].__class__ is not bytes \
+                or not (e[0] is None or e[0].__class__ is tuple):
+            raise ValueError(f"{e!r:.60}: an entry of another format")
+        dialects_of.append(e[0])
     prefix = os.path.join(directory, "")  # + a file's name: os.path.join(directory, name)
     new = tuple.__new__  # Rule._make without its call and length check: each entry unpacks to exactly FIELDS
     tree = tree_of
 
     def build(index: int):
+        dialects, data = entries[index]
+        entry = loads(data)
+        if entry.__class__ is not tuple or len(entry) != size or entry[4].__class__ is not str \
+                or entry[8] != dialects:
+            raise ValueError(f"rule {index + 1} of meshlint/engine/rules_prebuilt.py: an entry of another format; "
+                             "regenerate it (python -m meshlint.generate.rules_prebuilt)")
         (code, name, severity, summary, check, message, path, origin, dialects, params, lets, foreach, when, key,
-         help_, _doc, frameworks, fallback, skip_note) = entries[index]
+         help_, _doc, frameworks, fallback, skip_note) = entry
         bound = {}
         for let, e in lets:
             bound[let] = Expr(e, None, 0, tree)

@@ -40,13 +40,14 @@ def module_source(directory: str | None = None) -> str:
     lines = [
         '"""The built-in rules, parsed (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt;',
         'do not edit). Used by meshlint/engine/prebuilt.py only while FINGERPRINT matches the files. RULES is',
-        'literal data: one tuple per rule, its fields in the order of prebuilt.FIELDS (see prebuilt.entry)."""',
+        'literal data: one pair per rule, its dialects and its entry marshalled (prebuilt.stored): a tuple of its',
+        'fields in the order of prebuilt.FIELDS (prebuilt.entry; marshal.loads shows one)."""',
         "",
         f"FORMAT = {prebuilt.FORMAT!r}",
         f"FINGERPRINT = {prebuilt.fingerprint(directory, __version__)!r}",
         "RULES = (",
     ]
-    lines += [f"    {e!r}," for e in entries]
+    lines += [f"    {prebuilt.stored(e)!r}," for e in entries]
     lines += [")", ""]
     return "\n".join(lines)
 
