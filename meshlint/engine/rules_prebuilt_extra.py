@@ -3,8 +3,8 @@ python -m meshlint.generate.rules_prebuilt; do not edit): read only by a run tha
 an expression, and only while FINGERPRINT and FORMAT are those of rules_prebuilt.py. Literal data: TREES maps
 an expression's source to its tree as JSON text, DOCS a rule's code to its doc."""
 
-FORMAT = 6
-FINGERPRINT = ('0.1.0', 18, 1659283922, 207, 461626060)
+FORMAT = 7
+FINGERPRINT = ('0.1.0', 18, 1755387648, 207, 461626060)
 TREES = {
     'false': '["c",1,false]',
     'problems': '["n",1,"problems"]',
