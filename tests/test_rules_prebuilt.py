@@ -372,3 +372,35 @@ def test_an_entry_that_does_not_decode_fails_when_its_rule_is_built(monkeypatch,
     assert built is not None and built.for_dialect("torchtitan")
     with pytest.raises((ValueError, EOFError)):
         built.for_dialect("accelerate")
+
+
+def test_an_entry_s_bytes_depend_on_the_entry_alone():
+    """The module must come out the same from any process (its test compares it with a fresh generation): the
+    same entry with its strings interned and shared, or fresh copies of them, is marshalled to the same bytes."""
+    import sys
+
+    rule = rules.load_rule_file(str(ROOT / "rules" / "ML101-invalid-value.toml"), "builtin")
+    entry = prebuilt.entry(rule)
+
+    def fresh(value):
+        if isinstance(value, str):
+            return "".join(list(value))  # a new string object, not interned
+        if isinstance(value, tuple):
+            return tuple(fresh(v) for v in value)
+        if isinstance(value, dict):
+            return {fresh(k): fresh(v) for k, v in value.items()}
+        return value
+
+    def interned(value):
+        if isinstance(value, str):
+            return sys.intern(value)
+        if isinstance(value, tuple):
+            return tuple(interned(v) for v in value)
+        if isinstance(value, dict):
+            return {interned(k): interned(v) for k, v in value.items()}
+        return value
+
+    shared = interned(entry)
+    kept = [shared, shared[0], shared[1]]  # more references to some of its objects
+    assert prebuilt.stored(fresh(entry)) == prebuilt.stored(shared) == prebuilt.stored(entry) and kept
+    assert marshal.loads(prebuilt.stored(shared)[1]) == entry
