@@ -40,7 +40,7 @@ import zlib
 from meshlint.lazydict import LazyDict
 
 FORMAT = 7  # of rules_prebuilt.RULES: one (dialects, marshalled entry) pair per rule (``stored``); 6: the entries as
-# literal tuples; 6: trees and docs in rules_prebuilt_extra; 5: templates split; 3 and below: the rule cache's
+# literal tuples, trees and docs in rules_prebuilt_extra; 5: templates split; 3 and below: the rule cache's
 # marshal's format 2 for data (str, bytes, int, float, bool, None, tuple, list, dict), read by every Python 3: the
 # bytes depend on the entry alone (formats 3 and 4 mark objects shared and strings interned in the writing process)
 MARSHAL_VERSION = 2
