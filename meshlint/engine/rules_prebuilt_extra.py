@@ -4,7 +4,7 @@ an expression, and only while FINGERPRINT and FORMAT are those of rules_prebuilt
 an expression's source to its tree as JSON text, DOCS a rule's code to its doc."""
 
 FORMAT = 7
-FINGERPRINT = ('0.1.0', 18, 591686278, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 487099121, 207, 461626060)
 TREES = {
     'false': '["c",1,false]',
     'problems': '["n",1,"problems"]',

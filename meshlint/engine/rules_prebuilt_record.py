@@ -3,7 +3,7 @@ names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt
 installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and
 _rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""
 
-FINGERPRINT = ('0.1.0', 18, 591686278, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 487099121, 207, 461626060)
 RECORD_LINES = (
     b'meshlint/_rules/ML101-invalid-value.toml,sha256=keOtQ9oBuOE1C7DaNsZcRnja4KFYYdTUtcRlrR6Pg7s,1784',
     b'meshlint/_rules/ML102-degree-out-of-range.toml,sha256=ZnFCePaufMQwoYEMvfxYaXLkDu0IHXlIiScRysVxXQo,1610',
@@ -225,7 +225,7 @@ RECORD_LINES = (
     b'meshlint/engine/expr/compiler.py,sha256=60ZkMX4kcDWQD0dGvVowvZ8y42wRmLj7Jgyy80VEMBA,24329',
     b'meshlint/engine/rules.py,sha256=wX2NMu61eiU0yOO1dFes-0W7Ao2ZCt_-c6s20XdV5n0,13357',
     b'meshlint/engine/rule_cache.py,sha256=OnL9jH_NXc8Ywx6gX1_xL6-7EAN-rkfjKv8g8gXXvUg,8286',
-    b'meshlint/engine/prebuilt.py,sha256=2-HFM50T4XeEnbNMnO4OFDXW-3us0nEnrqyRo98Fqe4,21123',
+    b'meshlint/engine/prebuilt.py,sha256=_s1WAul0cRwVxplPiWV84rPVgXO6T3SF1HP9B061t3o,21120',
     b'meshlint/cachestore.py,sha256=zSznuUmorLmQ5QRtS7uBH_xcgezWvTb-lUOSVm4OJdA,9715',
     b'meshlint/limits.py,sha256=nrKMmp0YTQEUy_ipawFuPRw--H9Gl2U4yqwKIhHoX1Y,4940',
     b'meshlint/frameworks/versions.py,sha256=ybiRrAWfLHIaMYtOSWwKJxHsR8CzqskIttAyqYNujhk,14115',

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 591686278, 207, 461626060)
+FINGERPRINT = ('0.1.0', 18, 487099121, 207, 461626060)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
