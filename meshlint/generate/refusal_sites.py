@@ -127,7 +127,7 @@ class _Walker(ast.NodeVisitor):
     def __init__(self, rel: str, sites: list):
         self.rel, self.sites = rel, sites
         self.scope: list[str] = []
-        self.conds: list[str] = []
+        self.conds: list[tuple] = []  # (text, whether it binds looser than ``and``) of each enclosing condition
 
     def _scoped(self, node):
         self.scope.append(node.name)
@@ -141,18 +141,18 @@ class _Walker(ast.NodeVisitor):
     def visit_If(self, node: ast.If):
         test = _short(ast.unparse(node.test))
         self.visit(node.test)
-        self.conds.append(test)
+        self.conds.append((test, _binds_looser(node.test)))
         for stmt in node.body:
             self.visit(stmt)
         self.conds.pop()
         if node.orelse:
-            self.conds.append(f"not ({test})")
+            self.conds.append((f"not ({test})", False))
             for stmt in node.orelse:
                 self.visit(stmt)
             self.conds.pop()
 
     def visit_For(self, node):
-        self.conds.append(f"for {_short(ast.unparse(node.target))} in {_short(ast.unparse(node.iter), 60)}")
+        self.conds.append((f"for {_short(ast.unparse(node.target))} in {_short(ast.unparse(node.iter), 60)}", False))
         for stmt in node.body:
             self.visit(stmt)
         self.conds.pop()
@@ -162,7 +162,7 @@ class _Walker(ast.NodeVisitor):
     def visit_Match(self, node):
         subject = _short(ast.unparse(node.subject))
         for case in node.cases:
-            self.conds.append(f"{subject} matches {_short(ast.unparse(case.pattern))}")
+            self.conds.append((f"{subject} matches {_short(ast.unparse(case.pattern))}", False))
             for stmt in case.body:
                 self.visit(stmt)
             self.conds.pop()
@@ -170,10 +170,10 @@ class _Walker(ast.NodeVisitor):
     def visit_Raise(self, node: ast.Raise):
         exc = node.exc
         name = "re-raise" if exc is None else (_name(exc.func) if isinstance(exc, ast.Call) else _name(exc))
-        self._add(node, "raise", name, " and ".join(self.conds) or "always (when reached)", _message(exc))
+        self._add(node, "raise", name, _joined(self.conds) or "always (when reached)", _message(exc))
 
     def visit_Assert(self, node: ast.Assert):
-        cond = " and ".join(self.conds + [f"not ({_short(ast.unparse(node.test))})"])
+        cond = _joined(self.conds + [(f"not ({_short(ast.unparse(node.test))})", False)])
         self._add(node, "assert", "AssertionError", cond, _message(node.msg) if node.msg else "")
 
     def _add(self, node, kind, exc, cond, message):
@@ -205,6 +205,20 @@ def _message(node) -> str:
     if isinstance(node, ast.BinOp):  # "a" + "b" / implicit concatenation split by + or %
         return _message(node.left) + _message(node.right)
     return ast.unparse(node)
+
+
+def _binds_looser(test: ast.expr) -> bool:
+    """``a or b``, ``x if c else y``, a lambda: joined to other conditions by ``and``, it needs parentheses (``:=``
+    has them from ``ast.unparse`` already)."""
+    return isinstance(test, (ast.IfExp, ast.Lambda)) or (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or))
+
+
+def _joined(conds: list) -> str:
+    """A site's enclosing conditions ((text, looser) each) joined by ``and`` as Python reads the code: a condition
+    that binds looser than ``and`` in parentheses when it is not alone."""
+    if len(conds) == 1:
+        return conds[0][0]
+    return " and ".join(f"({text})" if looser else text for text, looser in conds)
 
 
 def _short(text: str, n: int = 160) -> str:
