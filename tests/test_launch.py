@@ -915,6 +915,27 @@ def test_find_root_walks_up(tmp_path):
     assert found == str(root) and "checkout" in how
 
 
+
+def test_a_folder_s_checkout_is_found_once_and_the_cache_stays_bounded(tmp_path, monkeypatch):
+    """ttroot.checkout_of: the checkout a config belongs to, found and identified once per folder for every reader
+    of it (a TOML config's version, a registry's), and the per-folder cache cleared when it reaches its bound."""
+    from meshlint.inputs import ttroot
+
+    root = _fake_checkout(tmp_path / "repo")
+    config = root / "train_configs" / "a.toml"
+    config.parent.mkdir()
+    monkeypatch.setattr(ttroot, "_CHECKOUTS", {})
+    calls = []
+    real = ttroot.find_root
+    monkeypatch.setattr(ttroot, "find_root", lambda *a: calls.append(a) or real(*a))
+    first = ttroot.checkout_of(str(config))
+    assert first[0] == str(root) and first[2] is not None and first[2][0] is None  # found; its code is no version
+    assert ttroot.checkout_of(str(config.parent / "b.toml")) is first and len(calls) == 1
+    monkeypatch.setattr(ttroot, "_CHECKOUTS_MAX", 2)
+    ttroot.checkout_of(str(tmp_path / "x.toml"))
+    ttroot.checkout_of(str(tmp_path / "y" / "z.toml"))
+    assert len(ttroot._CHECKOUTS) <= 2 and len(calls) == 3
+
 def test_find_root_locates_the_installed_package_without_importing_it(tmp_path):
     site = _fake_checkout(tmp_path / "site", raise_on_import=True)
     elsewhere = tmp_path / "elsewhere"

@@ -30,12 +30,12 @@ REGISTRY = ("0.3.0", "main@b5bcd76c6")
 @pytest.fixture(autouse=True)
 def _fresh_reads():
     ttdiff.clear()
-    from meshlint.engine import units
+    from meshlint.inputs import ttroot
 
-    units._IDENTIFIED.clear()
+    ttroot._CHECKOUTS.clear()
     yield
     ttdiff.clear()
-    units._IDENTIFIED.clear()
+    ttroot._CHECKOUTS.clear()
 
 
 # ----------------------------------------------------------------------------- the real history

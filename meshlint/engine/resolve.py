@@ -42,26 +42,12 @@ def toml_version(dialect: str, source, options) -> tuple:
     return default
 
 
-_TOML_ROOTS: dict = {}
-
-
 def _identified(source, explicit: str | None) -> tuple | None:
-    """(version, evidence, root) of the torchtitan checkout a TOML config belongs to, or None (cached per folder)."""
-    import os
+    """(version, evidence, root) of the torchtitan checkout a TOML config belongs to, or None."""
+    from meshlint.inputs.ttroot import checkout_of
 
-    from meshlint.frameworks import versions
-    from meshlint.inputs.ttroot import find_root
-
-    path = getattr(source, "file", None) or getattr(source, "path", None)
-    start = os.path.dirname(os.path.abspath(path)) if isinstance(path, str) and path else None
-    key = (start, explicit)
-    if key not in _TOML_ROOTS:
-        if len(_TOML_ROOTS) >= 4096:  # a long-lived process reads configs of many folders: keep the cache bounded
-            _TOML_ROOTS.clear()
-        root, _how = find_root(start, explicit)
-        version, evidence = versions.identify(root) if root else (None, None)
-        _TOML_ROOTS[key] = (version, evidence, root) if version else None
-    return _TOML_ROOTS[key]
+    root, _how, found = checkout_of(getattr(source, "file", None) or getattr(source, "path", None), explicit)
+    return (found[0], found[1], root) if found and found[0] else None
 
 
 def analyse_parsed(path: str, source: Source, dialect: str, options, prepare=None,

@@ -318,7 +318,7 @@ def _against_checkout(spec, source, options, version: str) -> None:
     from meshlint.frameworks.torchtitan import ttcode, ttdiff
     from meshlint.frameworks import versions
 
-    root = _root_of(source, options)
+    root = _checkout(source, options)[0]
     items = ttdiff.differences(root, version) if root else []
     spec.framework["unmodelled"] = [{k: i[k] for k in ("kind", "name", "where", "detail")} for i in items]
     pkg = versions.package_dir(root) if root else None
@@ -364,22 +364,12 @@ def _against_checkout(spec, source, options, version: str) -> None:
 _MATTERS = ("parallelism", "training", "compile", "model")
 
 
-def _root_of(source, options) -> str | None:
-    """The torchtitan checkout the registry of ``source`` belongs to (cached like choose_version's)."""
-    from meshlint.frameworks import versions
-    from meshlint.inputs.ttroot import find_root
+def _checkout(source, options) -> tuple:
+    """(root, how, identified) of the torchtitan checkout the registry of ``source`` belongs to (ttroot.checkout_of,
+    cached per folder, as for a TOML config)."""
+    from meshlint.inputs.ttroot import checkout_of
 
-    start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
-    key = (start, options.torchtitan_root)
-    if key not in _IDENTIFIED:
-        if len(_IDENTIFIED) >= 4096:  # a long-lived process reads configs of many folders: keep the cache bounded
-            _IDENTIFIED.clear()
-        root, how = find_root(start, options.torchtitan_root)
-        _IDENTIFIED[key] = (versions.identify(root), root, how) if root else (None, None, None)
-    return _IDENTIFIED[key][1]
-
-
-_IDENTIFIED: dict = {}
+    return checkout_of(getattr(source, "file", None) or source.path, options.torchtitan_root)
 
 
 def choose_version(source, options) -> tuple:
@@ -393,9 +383,7 @@ def choose_version(source, options) -> tuple:
     if named is not None and named not in versions.TOML_ERA["torchtitan"]:  # a TOML-era one names no registry's
         return named, "--torchtitan-version / project setting"
 
-    start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
-    _root_of(source, options)
-    found, root, how = _IDENTIFIED[(start, options.torchtitan_root)]
+    root, how, found = _checkout(source, options)
     if found and found[0] in versions._SIGNATURES:
         version, evidence = found
         return version, f"identified from the code of the torchtitan at {root}: {evidence}"

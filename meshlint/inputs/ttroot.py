@@ -61,6 +61,28 @@ def find_root(start_dir: str | None = None, explicit: str | None = None) -> tupl
     return None, "no --torchtitan-root, no torchtitan checkout above the working directory, no installed torchtitan"
 
 
+_CHECKOUTS: dict = {}  # (folder, explicit root) -> checkout_of's answer
+_CHECKOUTS_MAX = 4096  # a long-lived process reads configs of many folders: the cache stays bounded
+
+
+def checkout_of(path, explicit: str | None = None) -> tuple:
+    """(root, how, identified) of the torchtitan a config file at ``path`` belongs to: ``find_root`` from the file's
+    folder (``explicit``: --torchtitan-root), and ``versions.identify(root)`` of what it found (None where nothing
+    was found). Cached per folder: a run's configs share a few folders, and finding and identifying a checkout
+    reads its files. A ``path`` that is not a file name starts from the working directory."""
+    start = os.path.dirname(os.path.abspath(path)) if isinstance(path, str) and path else None
+    key = (start, explicit)
+    hit = _CHECKOUTS.get(key)
+    if hit is None:
+        from meshlint.frameworks import versions
+
+        root, how = find_root(start, explicit)
+        if len(_CHECKOUTS) >= _CHECKOUTS_MAX:
+            _CHECKOUTS.clear()
+        hit = _CHECKOUTS[key] = (root, how, versions.identify(root) if root else None)
+    return hit
+
+
 def _installed() -> tuple | None:
     """The installed package's root, found without importing torchtitan."""
     import importlib.util
