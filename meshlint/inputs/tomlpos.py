@@ -446,7 +446,7 @@ def quick_scan(text: str, comments: list | None = None) -> Positions | None:
     aot_index: dict = {}
     current: tuple = ()
     shapes = _SHAPES
-    lines = text.split("\n")
+    lines = lines_of(text)  # the reader's split of the same text, when it was the last one split
     numbered = enumerate(lines, 1)
     known = [1, 0]  # a line's number and the offset it starts at, the last one worked out (_statement)
     for number, raw in numbered:
